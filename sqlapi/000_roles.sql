@@ -1,0 +1,33 @@
+-- Roles are cluster-wide, so they are created only when missing and never dropped by uninstall
+-- (another installation in the cluster may use them).
+DO $roles$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'dataenv_user') THEN
+        CREATE ROLE dataenv_user NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'dataenv_admin') THEN
+        CREATE ROLE dataenv_admin NOLOGIN;
+    END IF;
+END
+$roles$;
+
+COMMENT ON ROLE dataenv_user IS 'dataenv: members may call the dataenv SQL API and see their own requests';
+COMMENT ON ROLE dataenv_admin IS 'dataenv: members see, wait on and cancel every request';
+
+GRANT USAGE ON SCHEMA dataenv TO dataenv_user, dataenv_admin;
+
+-- Advisory lock keys: a fixed dataenv class id per purpose plus a hash of the resource, so that
+-- dataenv's locks never collide with an application's single-bigint advisory locks.
+CREATE OR REPLACE FUNCTION dataenv.lock_class(purpose text) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE purpose
+        WHEN 'lifecycle' THEN 1685021537  -- one per cluster
+        WHEN 'gate'      THEN 1685021538  -- one per in-flight request, held by the sidecar
+        WHEN 'leader'    THEN 1685021539  -- the sidecar leader election
+        WHEN 'install'   THEN 1685021540  -- serializes install/uninstall
+    END
+$$;
+COMMENT ON FUNCTION dataenv.lock_class(text) IS
+    'Advisory lock class id (first key) that dataenv uses for a purpose: lifecycle, gate, leader or install.';

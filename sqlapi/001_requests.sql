@@ -1,0 +1,278 @@
+-- The request table's API: validation at insert, cancel, wait, ping, row-level security.
+
+-- Kinds every installation has.
+CREATE OR REPLACE FUNCTION dataenv.validate_ping(args jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+BEGIN
+    FOR k IN SELECT jsonb_object_keys(args) LOOP
+        IF k NOT IN ('sleep_ms') THEN
+            RAISE EXCEPTION 'ping: unknown argument "%"', k USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    IF args ? 'sleep_ms' AND (jsonb_typeof(args->'sleep_ms') <> 'number'
+                              OR (args->>'sleep_ms')::numeric NOT BETWEEN 0 AND 600000) THEN
+        RAISE EXCEPTION 'ping: sleep_ms must be a number of milliseconds between 0 and 600000'
+            USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dataenv.validate_ping(jsonb) IS 'Validates the args of a ping request.';
+
+INSERT INTO dataenv.request_kinds (kind, validator, description)
+VALUES ('ping', 'dataenv.validate_ping(jsonb)'::regprocedure, 'Does nothing; health checks and benchmarks.')
+ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, description = EXCLUDED.description;
+
+-- BEFORE INSERT: whoever inserts (a function or app code) gets the same validation, and cannot
+-- forge the sidecar's columns.
+CREATE OR REPLACE FUNCTION dataenv.requests_before_insert() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v regprocedure;
+BEGIN
+    IF NEW.kind IS NULL OR NEW.kind = '' THEN
+        RAISE EXCEPTION 'dataenv request: kind is required' USING ERRCODE = '22023';
+    END IF;
+    SELECT validator INTO v FROM dataenv.request_kinds WHERE kind = NEW.kind;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'dataenv request: unknown kind "%"', NEW.kind
+            USING ERRCODE = '22023',
+                  HINT = 'SELECT kind, description FROM dataenv.request_kinds lists the kinds.';
+    END IF;
+    IF NEW.args IS NULL THEN
+        NEW.args := '{}'::jsonb;
+    END IF;
+    IF jsonb_typeof(NEW.args) <> 'object' THEN
+        RAISE EXCEPTION 'dataenv request %: args must be a JSON object, got %', NEW.kind, jsonb_typeof(NEW.args)
+            USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(NEW.args::text) > 65536 THEN
+        RAISE EXCEPTION 'dataenv request %: args are % bytes, the limit is 65536', NEW.kind, octet_length(NEW.args::text)
+            USING ERRCODE = '54000';
+    END IF;
+    IF v IS NOT NULL THEN
+        EXECUTE format('SELECT %s($1)', v::regproc) USING NEW.args;
+    END IF;
+    NEW.status := 'pending';
+    NEW.result := NULL;
+    NEW.error := NULL;
+    NEW.steps := '[]'::jsonb;
+    NEW.attempts := 0;
+    NEW.cancel_requested := false;
+    NEW.started_at := NULL;
+    NEW.finished_at := NULL;
+    NEW.xact := pg_current_xact_id();
+    NEW.created_at := clock_timestamp();
+    NEW.updated_at := NEW.created_at;
+    IF NEW.requested_by IS NULL OR NOT pg_has_role(current_user, 'dataenv_admin', 'MEMBER') THEN
+        NEW.requested_by := current_user;
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION dataenv.requests_before_insert() IS
+    'Validates kind and args of a new request and resets the columns only the sidecar may set.';
+
+DROP TRIGGER IF EXISTS requests_before_insert ON dataenv.requests;
+CREATE TRIGGER requests_before_insert BEFORE INSERT ON dataenv.requests
+    FOR EACH ROW EXECUTE FUNCTION dataenv.requests_before_insert();
+
+-- BEFORE UPDATE: users may only raise cancel_requested (column privilege); a pending request is
+-- cancelled on the spot, a running one is cancelled by the sidecar when it decodes the update.
+CREATE OR REPLACE FUNCTION dataenv.requests_before_update() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF OLD.cancel_requested AND NOT NEW.cancel_requested THEN
+        RAISE EXCEPTION 'dataenv request %: a cancellation cannot be withdrawn', OLD.id USING ERRCODE = '22023';
+    END IF;
+    IF NEW.cancel_requested AND NOT OLD.cancel_requested AND OLD.status = 'pending' THEN
+        NEW.status := 'cancelled';
+        NEW.error := 'cancelled before it started';
+        NEW.finished_at := clock_timestamp();
+    END IF;
+    NEW.updated_at := clock_timestamp();
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION dataenv.requests_before_update() IS
+    'Keeps cancellations one-way and finishes a pending request that is cancelled.';
+
+DROP TRIGGER IF EXISTS requests_before_update ON dataenv.requests;
+CREATE TRIGGER requests_before_update BEFORE UPDATE ON dataenv.requests
+    FOR EACH ROW EXECUTE FUNCTION dataenv.requests_before_update();
+
+-- AFTER UPDATE: tell LISTENers (application code) that a request finished. The sidecar commits
+-- outcomes in batches, so the commit-time NOTIFY lock is taken once per batch.
+CREATE OR REPLACE FUNCTION dataenv.requests_notify_finished() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_notify('dataenv_request_finished', NEW.id::text);
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION dataenv.requests_notify_finished() IS
+    'Sends the request id on channel dataenv_request_finished when a request reaches a final status.';
+
+DROP TRIGGER IF EXISTS requests_notify_finished ON dataenv.requests;
+CREATE TRIGGER requests_notify_finished AFTER UPDATE OF status ON dataenv.requests
+    FOR EACH ROW
+    WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.status IN ('succeeded', 'failed', 'cancelled'))
+    EXECUTE FUNCTION dataenv.requests_notify_finished();
+
+-- Row-level security: a user sees and cancels only their own requests; dataenv_admin sees all.
+-- The table owner (the sidecar's role) bypasses RLS.
+ALTER TABLE dataenv.requests ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS requests_own ON dataenv.requests;
+CREATE POLICY requests_own ON dataenv.requests
+    USING (requested_by = current_user OR pg_has_role(current_user, 'dataenv_admin', 'MEMBER'))
+    WITH CHECK (requested_by = current_user OR pg_has_role(current_user, 'dataenv_admin', 'MEMBER'));
+
+REVOKE ALL ON dataenv.requests FROM PUBLIC;
+GRANT SELECT, INSERT (kind, args) , UPDATE (cancel_requested) ON dataenv.requests TO dataenv_user, dataenv_admin;
+GRANT INSERT (requested_by) ON dataenv.requests TO dataenv_admin;
+GRANT SELECT ON dataenv.request_kinds TO dataenv_user, dataenv_admin;
+
+CREATE OR REPLACE FUNCTION dataenv.ping() RETURNS uuid
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO dataenv.requests (kind, args) VALUES ('ping', '{}'::jsonb) RETURNING id
+$$;
+COMMENT ON FUNCTION dataenv.ping() IS
+    'Makes a request that does nothing and returns its id; SELECT * FROM dataenv.wait(id) returns it finished.';
+
+CREATE OR REPLACE FUNCTION dataenv.cancel(request_id uuid) RETURNS dataenv.requests
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r dataenv.requests;
+BEGIN
+    IF request_id IS NULL THEN
+        RAISE EXCEPTION 'dataenv.cancel: request_id is required' USING ERRCODE = '22004';
+    END IF;
+    UPDATE dataenv.requests SET cancel_requested = true
+     WHERE id = request_id AND status IN ('pending', 'running') AND NOT cancel_requested;
+    SELECT * INTO r FROM dataenv.requests WHERE id = request_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'dataenv.cancel: no request % visible to %', request_id, current_user
+            USING ERRCODE = 'P0002';
+    END IF;
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION dataenv.cancel(uuid) IS
+    'Cancels a request: a pending one is cancelled at once, a running one is stopped by the sidecar. Returns the row; finished requests are left as they are.';
+
+-- wait() cannot use LISTEN: notifications reach a session only between transactions, never inside
+-- a function. Instead the sidecar holds an advisory "gate" lock per request from the moment it
+-- decodes the request until the outcome is committed; wait() queues on that lock and re-reads the
+-- row when it is released. Only in the short window before the sidecar has seen the request (or
+-- while no sidecar runs) does wait() re-check with a capped backoff.
+CREATE OR REPLACE FUNCTION dataenv.wait(request_id uuid, timeout interval DEFAULT '30 s')
+RETURNS dataenv.requests
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r dataenv.requests;
+    deadline timestamptz := clock_timestamp() + timeout;
+    remaining_ms bigint;
+    gate_class integer := dataenv.lock_class('gate');
+    gate_key integer := hashtext(request_id::text);
+    old_lock_timeout text := current_setting('lock_timeout');
+    backoff double precision := 0.001;
+BEGIN
+    IF request_id IS NULL THEN
+        RAISE EXCEPTION 'dataenv.wait: request_id is required' USING ERRCODE = '22004';
+    END IF;
+    IF timeout IS NULL OR timeout < interval '0' THEN
+        RAISE EXCEPTION 'dataenv.wait: timeout must be a non-negative interval' USING ERRCODE = '22023';
+    END IF;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'dataenv.wait needs READ COMMITTED: under % the outcome can never become visible',
+            current_setting('transaction_isolation') USING ERRCODE = '25000';
+    END IF;
+    LOOP
+        SELECT * INTO r FROM dataenv.requests WHERE id = request_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'dataenv.wait: no request % visible to %', request_id, current_user
+                USING ERRCODE = 'P0002',
+                      HINT = 'A request made in another, uncommitted transaction is not visible yet.';
+        END IF;
+        IF r.status IN ('succeeded', 'failed', 'cancelled') THEN
+            RETURN r;
+        END IF;
+        IF r.xact = pg_current_xact_id_if_assigned() THEN
+            RAISE EXCEPTION 'dataenv.wait: request % was made in this transaction, which has not committed', request_id
+                USING ERRCODE = '25000',
+                      HINT = 'COMMIT first: the sidecar only sees committed requests, so waiting here would never end.';
+        END IF;
+        remaining_ms := floor(extract(epoch FROM deadline - clock_timestamp()) * 1000);
+        IF remaining_ms <= 0 THEN
+            RETURN r;
+        END IF;
+        IF pg_try_advisory_lock_shared(gate_class, gate_key) THEN
+            -- Nobody holds the gate: the sidecar has not seen the request yet.
+            PERFORM pg_advisory_unlock_shared(gate_class, gate_key);
+            PERFORM pg_sleep(least(backoff, remaining_ms / 1000.0));
+            backoff := least(backoff * 2, 0.05);
+        ELSE
+            PERFORM set_config('lock_timeout', remaining_ms::text, true);
+            BEGIN
+                PERFORM pg_advisory_lock_shared(gate_class, gate_key);
+                PERFORM pg_advisory_unlock_shared(gate_class, gate_key);
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;
+            END;
+            PERFORM set_config('lock_timeout', old_lock_timeout, true);
+            backoff := 0.001;
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION dataenv.wait(uuid, interval) IS
+    'Returns the request once it is finished, or as it stands when the timeout passes. Raises if the request was made in the still-open calling transaction.';
+
+GRANT EXECUTE ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval)
+    TO dataenv_user, dataenv_admin;
+REVOKE EXECUTE ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval) FROM PUBLIC;
+
+-- Slots are cluster-wide, so the name carries the database OID: several installations (and test
+-- databases) in one cluster never share a slot.
+CREATE OR REPLACE FUNCTION dataenv.slot_name() RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT 'dataenv_' || oid::text FROM pg_catalog.pg_database WHERE datname = current_database()
+$$;
+COMMENT ON FUNCTION dataenv.slot_name() IS 'Name of the logical replication slot the sidecar of this installation uses.';
+
+CREATE OR REPLACE VIEW dataenv.sidecar_status AS
+SELECT s.instance_id,
+       s.hostname,
+       s.pid,
+       s.version,
+       s.is_leader AS leader,
+       s.heartbeat_at,
+       clock_timestamp() - s.heartbeat_at AS heartbeat_age,
+       s.confirmed_lsn,
+       slot.confirmed_flush_lsn AS slot_confirmed_lsn,
+       pg_wal_lsn_diff(pg_current_wal_lsn(), slot.restart_lsn)::bigint AS slot_retained_wal_bytes,
+       (SELECT max(version) FROM dataenv.schema_migrations) AS schema_version,
+       s.ready AND s.heartbeat_at > clock_timestamp() - interval '30 s' AS ready
+  FROM dataenv.sidecars s
+  LEFT JOIN pg_catalog.pg_replication_slots slot
+         ON slot.slot_name = dataenv.slot_name();
+COMMENT ON VIEW dataenv.sidecar_status IS
+    'One row per sidecar process: leader, heartbeat, confirmed LSN, retained WAL, schema version, readiness.';
+GRANT SELECT ON dataenv.sidecar_status TO dataenv_user, dataenv_admin;

@@ -1,0 +1,24 @@
+-- The publication the sidecar decodes: the request table, plus the configuration tables whose
+-- changes drop the sidecar's caches. Named tables only, never FOR ALL TABLES: other write traffic
+-- in the database is then filtered out at the walsender.
+DO $pub$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_publication WHERE pubname = 'dataenv') THEN
+        CREATE PUBLICATION dataenv WITH (publish = 'insert, update');
+    END IF;
+END
+$pub$;
+
+DO $pubtables$
+DECLARE
+    tables text;
+BEGIN
+    -- Every table in the dataenv schema that exists from this list is published.
+    SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY c.relname) INTO tables
+      FROM pg_catalog.pg_class c
+      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = 'dataenv' AND c.relkind = 'r'
+       AND c.relname IN ('requests', 'clusters', 'workspaces', 'datatables', 'lakes', 'storages');
+    EXECUTE format('ALTER PUBLICATION dataenv SET TABLE %s', tables);
+END
+$pubtables$;
