@@ -1,0 +1,57 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// runnerBuckets: 10 ms (a spawned runner costs ~50 ms before extensions load) to ~1.5 h.
+var runnerBuckets = prometheus.ExponentialBuckets(0.01, 4, 10)
+
+// Runner job outcomes, the values of the outcome label of dataenv_runner_jobs_total.
+const (
+	RunnerSucceeded = "succeeded"
+	RunnerFailed    = "failed"
+	RunnerCancelled = "cancelled"
+	RunnerCrashed   = "crashed"
+)
+
+func (m *Metrics) addRunnerMetrics() {
+	m.runnerJobs = counterVec("runner_jobs_total",
+		"DuckDB runner jobs finished, by outcome (succeeded, failed, cancelled, crashed).", "outcome")
+	m.runnerDuration = histogram("runner_job_duration_seconds",
+		"Wall time of a runner job, from spawn to exit.", runnerBuckets)
+	m.spillStops = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace,
+		Name: "runner_spill_stops_total",
+		Help: "Runner jobs stopped because their temporary spill reached its limit."})
+	m.runnerCrashes = counterVec("runner_crashes_total",
+		"Runner processes that died abnormally, by signal (e.g. SIGKILL for the OOM killer, none).",
+		"signal")
+}
+
+// RunnerJobFinished counts a finished runner job and observes its duration.
+func (m *Metrics) RunnerJobFinished(outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.runnerJobs.WithLabelValues(outcome).Inc()
+	m.runnerDuration.Observe(d.Seconds())
+}
+
+// RunnerSpillStop counts a job stopped at its spill limit.
+func (m *Metrics) RunnerSpillStop() {
+	if m == nil {
+		return
+	}
+	m.spillStops.Inc()
+}
+
+// RunnerCrash counts a runner process that died abnormally, by signal name ("SIGKILL", or "none"
+// for a non-zero exit without a signal).
+func (m *Metrics) RunnerCrash(signal string) {
+	if m == nil {
+		return
+	}
+	m.runnerCrashes.WithLabelValues(signal).Inc()
+}
