@@ -1,0 +1,78 @@
+package localpg
+
+import (
+	"log/slog"
+)
+
+// MinMajorVersion is the oldest PostgreSQL major version localpg accepts.
+const MinMajorVersion = 15
+
+// DefaultSuperUser is the name of the superuser initdb creates.
+const DefaultSuperUser = "postgres"
+
+// Config describes a cluster to start. The zero value starts a throwaway cluster in a new
+// temporary directory on a free port.
+type Config struct {
+	// Dir is the cluster's directory: data/ (PGDATA), sock/ (unix socket), postgres.log and
+	// cluster.json (port and superuser credentials). Throwaway clusters: empty means a new
+	// temporary directory; a given Dir must not exist or be empty, and is removed at Stop.
+	// Persistent clusters: required, created when missing, reused when it holds a cluster.
+	Dir string
+	// Name labels the cluster in temporary directory names and logs. Default "pg".
+	Name string
+	// Port to listen on at 127.0.0.1. 0: a free port (persistent clusters first try the port
+	// they had last time).
+	Port int
+	// Persistent keeps the directory at Stop and reuses it (starting the server if it is
+	// stopped, or attaching to it if it already runs) at the next Start.
+	Persistent bool
+	// Fsync keeps fsync, synchronous_commit and full_page_writes on for a throwaway cluster.
+	// Throwaway clusters default to off (fast, unsafe on a crash: the data is discarded anyway);
+	// persistent clusters always keep them on.
+	Fsync bool
+	// BinDir holds initdb, pg_ctl and postgres. Empty: see the package documentation.
+	BinDir string
+	// Settings are extra postgresql.conf settings, written at initdb time (name = value; values
+	// are written as given, quote strings yourself).
+	Settings map[string]string
+	// Logger receives start/stop events. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) name() string {
+	if c.Name == "" {
+		return "pg"
+	}
+	return c.Name
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
+}
+
+// baseSettings are the settings every cluster gets; fsync-related ones are added for throwaways.
+func (c Config) settings() [][2]string {
+	s := [][2]string{
+		{"listen_addresses", "'127.0.0.1'"},
+		{"wal_level", "logical"},
+		{"max_replication_slots", "40"},
+		{"max_wal_senders", "40"},
+		{"max_connections", "200"},
+		{"max_locks_per_transaction", "128"},
+		{"shared_buffers", "'64MB'"},
+		{"unix_socket_permissions", "0700"},
+		{"timezone", "'UTC'"},
+		{"log_timezone", "'UTC'"},
+	}
+	if !c.Persistent && !c.Fsync {
+		s = append(s, [2]string{"fsync", "off"}, [2]string{"synchronous_commit", "off"},
+			[2]string{"full_page_writes", "off"})
+	}
+	for k, v := range c.Settings {
+		s = append(s, [2]string{k, v})
+	}
+	return s
+}

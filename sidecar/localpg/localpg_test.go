@@ -1,0 +1,107 @@
+package localpg
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestThrowawayCluster(t *testing.T) {
+	ctx := context.Background()
+	c, err := Start(ctx, Config{Name: "unit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walLevel, fsync string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level'), current_setting('fsync')").Scan(&walLevel, &fsync); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	if walLevel != "logical" || fsync != "off" {
+		t.Fatalf("wal_level=%s fsync=%s, want logical/off", walLevel, fsync)
+	}
+	pid := c.PID()
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
+		t.Fatalf("dir %s still there after Stop: %v", c.Dir, err)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Fatalf("postmaster %d still alive after Stop", pid)
+	}
+}
+
+func TestPersistentClusterIsReused(t *testing.T) {
+	ctx := context.Background()
+	// Not t.TempDir: it is 0700 and the postgres user must be able to enter it.
+	parent, err := os.MkdirTemp("", "dataenv-localpg-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, "pg")
+	c1, err := Start(ctx, Config{Dir: dir, Persistent: true, Name: "persist"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c1.Stop(ctx) })
+	mustExec(t, c1.DSN("postgres"), "CREATE TABLE kept(x int); INSERT INTO kept VALUES (42)")
+	// A second Start attaches to the running server.
+	c2, err := Start(ctx, Config{Dir: dir, Persistent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Port() != c1.Port() || c2.SuperPassword != c1.SuperPassword {
+		t.Fatalf("attached cluster differs: port %d/%d", c2.Port(), c1.Port())
+	}
+	if err := c1.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Start after Stop: the stopped cluster is started again with its data.
+	c3, err := Start(ctx, Config{Dir: dir, Persistent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c3.Stop(ctx) })
+	conn, err := pgx.Connect(ctx, c3.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var x int
+	if err := conn.QueryRow(ctx, "SELECT x FROM kept").Scan(&x); err != nil || x != 42 {
+		t.Fatalf("kept row: %d, %v", x, err)
+	}
+	if err := c3.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION")); err != nil {
+		t.Fatalf("persistent data dir gone: %v", err)
+	}
+}
+
+func mustExec(t *testing.T, dsn, sql string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatal(err)
+	}
+}
