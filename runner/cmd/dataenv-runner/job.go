@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/dataenv/dataenv/runner/engine"
+	"github.com/dataenv/dataenv/runner/protocol"
+)
+
+// maxRequestBytes bounds the stdin job.
+const maxRequestBytes = 64 << 20
+
+// runJob reads one Request from stdin, runs it and writes the Response to its result path.
+func runJob(stdin io.Reader, stderr io.Writer) int {
+	req, err := readRequest(stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "dataenv-runner: %v\n", err)
+		return 2
+	}
+	if req.OOMScoreAdj != 0 {
+		raiseOOMScore(req.OOMScoreAdj, stderr)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if req.Mode == protocol.ModeInstall {
+		return runInstallRequest(ctx, req, stderr)
+	}
+	resp := engine.Run(ctx, req, testHook(req))
+	if err := writeResponse(req.ResultPath, resp); err != nil {
+		fmt.Fprintf(stderr, "dataenv-runner: %v\n", err)
+		return 2
+	}
+	if resp.Error != "" {
+		return 1
+	}
+	return 0
+}
+
+func readRequest(r io.Reader) (*protocol.Request, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxRequestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the job from stdin: %w", err)
+	}
+	if len(data) > maxRequestBytes {
+		return nil, fmt.Errorf("the job on stdin is larger than %d bytes", maxRequestBytes)
+	}
+	var req protocol.Request
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, fmt.Errorf("the job on stdin is not valid JSON (see --help): %w", err)
+	}
+	if req.Mode == "" {
+		req.Mode = protocol.ModeRun
+	}
+	if req.Mode != protocol.ModeRun && req.Mode != protocol.ModeInstall {
+		return nil, fmt.Errorf("job mode %q: want %q or %q", req.Mode, protocol.ModeRun, protocol.ModeInstall)
+	}
+	if req.ResultPath == "" {
+		return nil, fmt.Errorf("the job has no result_path")
+	}
+	return &req, nil
+}
+
+// writeResponse creates the result file without following a symlink planted at its path.
+func writeResponse(path string, resp *protocol.Response) error {
+	data, err := json.Marshal(resp)
+	if err != nil {
+		return fmt.Errorf("encode the result: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("open the result file: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write the result file: %w", err)
+	}
+	return f.Close()
+}
+
+// raiseOOMScore makes the kernel pick this process first when memory runs out. The client
+// also sets it before exec where it can (choom); this covers the rest.
+func raiseOOMScore(adj int, stderr io.Writer) {
+	err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
+	if err != nil {
+		fmt.Fprintf(stderr, "dataenv-runner: raise oom_score_adj: %v\n", err)
+	}
+}

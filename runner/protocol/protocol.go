@@ -1,0 +1,89 @@
+// Package protocol is the wire format between the runner client and the dataenv-runner
+// process: one Request as JSON on the runner's stdin, one Response as JSON in the result file.
+// It is cgo-free.
+//
+// Credentials (S3 keys, catalog passwords) travel only inside Request.Blocks and Request.Args,
+// that is on stdin: never in argv or in the runner's environment.
+package protocol
+
+import "encoding/json"
+
+// Request modes.
+const (
+	// ModeRun runs Blocks and collects results.
+	ModeRun = "run"
+	// ModeInstall runs only [FORCE] INSTALL statements (the client builds them) into a
+	// writable extension directory, outside any jail.
+	ModeInstall = "install"
+)
+
+// DefaultMaxResultBytes bounds a result when the request does not.
+const DefaultMaxResultBytes = 10 << 20
+
+// EnvTestHooks enables Request.TestHook in the runner when set to "1". Tests only.
+const EnvTestHooks = "DATAENV_RUNNER_TEST_HOOKS"
+
+// Request is one job for the runner.
+type Request struct {
+	Mode string `json:"mode"`
+	// Blocks are SQL texts run in order on one connection. A block may hold several
+	// statements; the rows of its last statement are the block's result.
+	Blocks []string `json:"blocks"`
+	// Args are job arguments, set as DuckDB variables before the first block:
+	// getvariable('name') reads them.
+	Args map[string]json.RawMessage `json:"args,omitempty"`
+	// MemoryLimit is DuckDB's memory_limit ("2GB"); empty keeps DuckDB's default.
+	MemoryLimit string `json:"memory_limit,omitempty"`
+	// Threads is DuckDB's threads setting; 0 keeps DuckDB's default.
+	Threads int `json:"threads,omitempty"`
+	// TempDirectory is where DuckDB spills.
+	TempDirectory string `json:"temp_directory,omitempty"`
+	// MaxResultBytes bounds the JSON of the collected rows; rows past it are dropped and the
+	// result is marked truncated. 0 means DefaultMaxResultBytes.
+	MaxResultBytes int64 `json:"max_result_bytes,omitempty"`
+	// ResultPath is the file the runner writes its Response to.
+	ResultPath string `json:"result_path"`
+	// CollectLastOnly keeps only the last block's result.
+	CollectLastOnly bool `json:"collect_last_only,omitempty"`
+	// ExtensionDirectory is DuckDB's extension_directory.
+	ExtensionDirectory string `json:"extension_directory,omitempty"`
+	// OOMScoreAdj, when non-zero, is written to /proc/self/oom_score_adj at start.
+	OOMScoreAdj int `json:"oom_score_adj,omitempty"`
+	// TestHook makes the runner misbehave on purpose; honoured only when EnvTestHooks=1.
+	TestHook *TestHook `json:"test_hook,omitempty"`
+}
+
+// TestHook describes a failure to inject after a given block has run.
+type TestHook struct {
+	// AfterBlock is the number of blocks to run before the hook fires.
+	AfterBlock int `json:"after_block"`
+	// Crash is "SIGSEGV" (a real segmentation fault in native code) or "SIGKILL".
+	Crash string `json:"crash,omitempty"`
+	// SymlinkResultTo replaces the result file by a symlink to this path.
+	SymlinkResultTo string `json:"symlink_result_to,omitempty"`
+	// Print writes this many bytes to stdout and to stderr.
+	Print int64 `json:"print,omitempty"`
+}
+
+// Response is what the runner writes to Request.ResultPath.
+type Response struct {
+	Results []Result `json:"results"`
+	// Error is set when a block failed; ErrorBlock is its index.
+	Error      string `json:"error,omitempty"`
+	ErrorBlock int    `json:"error_block,omitempty"`
+}
+
+// Result is the outcome of one block: column names and types in the statement's order and rows
+// as arrays in that order (a JSON object, and jsonb even more so, would lose the order).
+type Result struct {
+	Block     int                 `json:"block"`
+	Columns   []Column            `json:"columns"`
+	Rows      [][]json.RawMessage `json:"rows"`
+	Truncated bool                `json:"truncated,omitempty"`
+}
+
+// Column names one result column.
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
