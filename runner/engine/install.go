@@ -13,12 +13,11 @@ var extensionName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 // from its extension repository. It needs that repository to answer; where it does not,
 // runner/scripts/install-extensions.sh unpacks the same signed binaries from PyPI instead.
 func Install(ctx context.Context, dir string, force bool, names ...string) error {
-	db, conn, err := Open(ctx, Options{ExtensionDirectory: dir})
+	in, err := Open(ctx, dir)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	defer conn.Close()
+	defer in.Close()
 	for _, n := range names {
 		if !extensionName.MatchString(n) {
 			return fmt.Errorf("extension name %q: only letters, digits and _ are allowed", n)
@@ -27,7 +26,7 @@ func Install(ctx context.Context, dir string, force bool, names ...string) error
 		if force {
 			stmt = "FORCE " + stmt
 		}
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+		if _, err := in.Conn.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("%s: %w", stmt, err)
 		}
 	}

@@ -19,17 +19,12 @@ func TestRequiredExtensionsLoad(t *testing.T) {
 	if err := extension.Check(dir); err != nil {
 		t.Fatal(err)
 	}
-	db, conn, err := engine.Open(ctx, engine.Options{ExtensionDirectory: dir})
+	in, err := engine.Open(ctx, dir, extension.Required...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	defer conn.Close()
-	for _, name := range extension.Required {
-		if _, err := conn.ExecContext(ctx, "LOAD "+name); err != nil {
-			t.Fatalf("LOAD %s: %v", name, err)
-		}
-	}
+	defer in.Close()
+	conn := in.Conn
 	var unsigned bool
 	if err := conn.QueryRowContext(ctx, "SELECT current_setting('allow_unsigned_extensions')").Scan(&unsigned); err != nil {
 		t.Fatal(err)

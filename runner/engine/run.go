@@ -14,23 +14,26 @@ import (
 // it for test hooks. May be nil.
 type BlockHook func(done int)
 
-// Run executes req's blocks on a fresh DuckDB instance and returns the response. A failing
-// block ends the job: the response carries the error and the results collected before it.
+// Run executes req's blocks on a fresh DuckDB instance and returns the response.
 func Run(ctx context.Context, req *protocol.Request, hook BlockHook) *protocol.Response {
-	resp := &protocol.Response{Results: []protocol.Result{}}
-	db, conn, err := Open(ctx, Options{
-		ExtensionDirectory: req.ExtensionDirectory,
-		MemoryLimit:        req.MemoryLimit,
-		Threads:            req.Threads,
-		TempDirectory:      req.TempDirectory,
-	})
+	in, err := Open(ctx, req.ExtensionDirectory)
 	if err != nil {
-		resp.Error, resp.ErrorBlock = err.Error(), -1
-		return resp
+		return &protocol.Response{Results: []protocol.Result{}, Error: err.Error(), ErrorBlock: -1}
 	}
-	defer db.Close()
-	defer conn.Close()
-	if err := setArgs(ctx, conn, req.Args); err != nil {
+	defer in.Close()
+	return RunOn(ctx, in, req, hook)
+}
+
+// RunOn executes req's blocks on an open instance (a warm one, possibly). A failing block ends
+// the job: the response carries the error and the results collected before it.
+func RunOn(ctx context.Context, in *Instance, req *protocol.Request, hook BlockHook) *protocol.Response {
+	resp := &protocol.Response{Results: []protocol.Result{}}
+	conn := in.Conn
+	err := in.Apply(ctx, Settings{MemoryLimit: req.MemoryLimit, Threads: req.Threads, TempDirectory: req.TempDirectory})
+	if err == nil {
+		err = setArgs(ctx, conn, req.Args)
+	}
+	if err != nil {
 		resp.Error, resp.ErrorBlock = err.Error(), -1
 		return resp
 	}

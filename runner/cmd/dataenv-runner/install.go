@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/dataenv/dataenv/runner/engine"
 	"github.com/dataenv/dataenv/runner/extension"
@@ -39,24 +38,13 @@ func runInstall(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// runInstallRequest serves ModeInstall: blocks are "INSTALL name" or "FORCE INSTALL name",
-// built by the client, run outside any jail into a writable extension directory.
+// runInstallRequest serves ModeInstall: each block is one `[FORCE] INSTALL name [FROM
+// community]` statement (extension.ParseInstall), built by the client and run outside any jail
+// into a writable extension directory. Nothing else runs in this mode.
 func runInstallRequest(ctx context.Context, req *protocol.Request, stderr io.Writer) int {
 	resp := &protocol.Response{Results: []protocol.Result{}}
-	for i, b := range req.Blocks {
-		f := strings.Fields(strings.TrimSuffix(strings.TrimSpace(b), ";"))
-		force := len(f) == 3 && strings.EqualFold(f[0], "FORCE")
-		if force {
-			f = f[1:]
-		}
-		if len(f) != 2 || !strings.EqualFold(f[0], "INSTALL") {
-			resp.Error, resp.ErrorBlock = fmt.Sprintf("install mode runs only [FORCE] INSTALL name, not %q", b), i
-			break
-		}
-		if err := engine.Install(ctx, req.ExtensionDirectory, force, f[1]); err != nil {
-			resp.Error, resp.ErrorBlock = err.Error(), i
-			break
-		}
+	if err := installBlocks(ctx, req); err != nil {
+		resp.Error, resp.ErrorBlock = err.Error(), -1
 	}
 	if err := writeResponse(req.ResultPath, resp); err != nil {
 		fmt.Fprintf(stderr, "dataenv-runner: %v\n", err)
@@ -66,4 +54,26 @@ func runInstallRequest(ctx context.Context, req *protocol.Request, stderr io.Wri
 		return 1
 	}
 	return 0
+}
+
+func installBlocks(ctx context.Context, req *protocol.Request) error {
+	stmts := make([]string, len(req.Blocks))
+	for i, b := range req.Blocks {
+		inst, ok := extension.ParseInstall(b)
+		if !ok {
+			return fmt.Errorf("install mode runs only [FORCE] INSTALL name [FROM community], not %q", b)
+		}
+		stmts[i] = inst.String()
+	}
+	in, err := engine.Open(ctx, req.ExtensionDirectory)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	for _, st := range stmts {
+		if _, err := in.Conn.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("%s: %w", st, err)
+		}
+	}
+	return nil
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/dataenv/dataenv/runner/engine"
@@ -18,7 +20,25 @@ import (
 const maxRequestBytes = 64 << 20
 
 // runJob reads one Request from stdin, runs it and writes the Response to its result path.
-func runJob(stdin io.Reader, stderr io.Writer) int {
+func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dataenv-runner", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	extDir := fs.String("extension-dir", "", "DuckDB extension_directory of the preloaded instance")
+	preload := fs.String("preload", "", "extensions to load before the job arrives")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	warm := make(chan warmInstance, 1)
+	if *preload != "" {
+		go func() {
+			in, err := engine.Open(ctx, *extDir, strings.Split(*preload, ",")...)
+			warm <- warmInstance{in, err}
+		}()
+	} else {
+		close(warm)
+	}
 	req, err := readRequest(stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "dataenv-runner: %v\n", err)
@@ -27,12 +47,10 @@ func runJob(stdin io.Reader, stderr io.Writer) int {
 	if req.OOMScoreAdj != 0 {
 		raiseOOMScore(req.OOMScoreAdj, stderr)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	if req.Mode == protocol.ModeInstall {
 		return runInstallRequest(ctx, req, stderr)
 	}
-	resp := engine.Run(ctx, req, testHook(req))
+	resp := runRequest(ctx, req, <-warm, *extDir)
 	if err := writeResponse(req.ResultPath, resp); err != nil {
 		fmt.Fprintf(stderr, "dataenv-runner: %v\n", err)
 		return 2
@@ -41,6 +59,23 @@ func runJob(stdin io.Reader, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+type warmInstance struct {
+	in  *engine.Instance
+	err error
+}
+
+// runRequest runs req on the preloaded instance when there is one for the same extension
+// directory, else on a fresh one.
+func runRequest(ctx context.Context, req *protocol.Request, w warmInstance, extDir string) *protocol.Response {
+	if w.in != nil {
+		defer w.in.Close()
+	}
+	if w.in == nil || w.err != nil || req.ExtensionDirectory != extDir {
+		return engine.Run(ctx, req, testHook(req))
+	}
+	return engine.RunOn(ctx, w.in, req, testHook(req))
 }
 
 func readRequest(r io.Reader) (*protocol.Request, error) {
