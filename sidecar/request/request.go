@@ -70,3 +70,10 @@ type HandlerFunc func(ctx context.Context, req *Request, rep Reporter) (any, err
 func (f HandlerFunc) Handle(ctx context.Context, req *Request, rep Reporter) (any, error) {
 	return f(ctx, req, rep)
 }
+
+// Stateless is implemented by handlers whose request has no side effect (ping). The dispatcher
+// then skips the durable "running" state and writes the outcome straight away: running it twice
+// after a crash is harmless.
+type Stateless interface {
+	Stateless() bool
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/install"
+)
+
+func runInstall(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("install", "Installs dataenv in the control database, or upgrades it: migrations, SQL API, publication.")
+	dsn := fs.String("dsn", "", "control database connection string")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := requireDSN(*dsn); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, *dsn)
+	if err != nil {
+		return fmt.Errorf("connect to control database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rep, err := install.Install(ctx, conn, install.Options{Logger: newLogger(*logLevel)})
+	if err != nil {
+		return err
+	}
+	switch {
+	case rep.FromVersion == 0:
+		fmt.Fprintf(stdout, "dataenv installed (schema version %d)\n", rep.ToVersion)
+	case len(rep.Applied) == 0:
+		fmt.Fprintf(stdout, "dataenv is up to date (schema version %d); SQL API re-applied\n", rep.ToVersion)
+	default:
+		fmt.Fprintf(stdout, "dataenv upgraded from schema version %d to %d (%d migrations)\n", rep.FromVersion, rep.ToVersion, len(rep.Applied))
+	}
+	return nil
+}
+
+func runUninstall(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("uninstall", "Removes dataenv from the control database: ends the sidecar's walsender, drops the slot, the publication and the dataenv schema.\nDatabases and roles dataenv created on clusters are left in place: drop them through the API first.")
+	dsn := fs.String("dsn", "", "control database connection string")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := requireDSN(*dsn); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, *dsn)
+	if err != nil {
+		return fmt.Errorf("connect to control database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := install.Uninstall(ctx, conn); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "dataenv uninstalled")
+	return nil
+}
+
+func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("status", "Prints dataenv.sidecar_status: each sidecar, the leader, heartbeat, confirmed LSN, retained WAL, readiness.")
+	dsn := fs.String("dsn", "", "control database connection string")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := requireDSN(*dsn); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, *dsn)
+	if err != nil {
+		return fmt.Errorf("connect to control database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT hostname, pid, version, leader, ready, round(extract(epoch FROM heartbeat_age))::int,
+		coalesce(confirmed_lsn::text, '-'), coalesce(slot_retained_wal_bytes, 0), coalesce(schema_version, 0)
+		FROM dataenv.sidecar_status WHERE heartbeat_age < interval '1 hour' ORDER BY leader DESC, heartbeat_at DESC`)
+	if err != nil {
+		return fmt.Errorf("read dataenv.sidecar_status: %w", err)
+	}
+	defer rows.Close()
+	fmt.Fprintf(stdout, "%-20s %-8s %-12s %-7s %-6s %-9s %-14s %-14s %s\n", "HOST", "PID", "VERSION", "LEADER", "READY", "BEAT_AGO", "CONFIRMED_LSN", "RETAINED_WAL", "SCHEMA")
+	n := 0
+	for rows.Next() {
+		var host, ver, lsn string
+		var pid, age, schema int
+		var lead, ready bool
+		var retained int64
+		if err := rows.Scan(&host, &pid, &ver, &lead, &ready, &age, &lsn, &retained, &schema); err != nil {
+			return err
+		}
+		n++
+		fmt.Fprintf(stdout, "%-20s %-8d %-12s %-7t %-6t %-9s %-14s %-14d %d\n", host, pid, ver, lead, ready, fmt.Sprintf("%ds", age), lsn, retained, schema)
+	}
+	if n == 0 {
+		fmt.Fprintln(stdout, "no sidecar has reported in the last hour: start one with `dataenv sidecar --dsn ...`")
+	}
+	return rows.Err()
+}

@@ -1,0 +1,157 @@
+package dispatch
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// gate holds one advisory lock per in-flight request on a connection of its own, from when the
+// request is decoded until its outcome is committed, so that dataenv.wait() can block on it
+// instead of polling. Locks are only tried, never waited for, and capped in number: past the cap,
+// or while the connection is down, waiters fall back to their backoff re-check. Losing the
+// connection releases every gate at once, which only wakes waiters early.
+type gate struct {
+	dsn   string
+	log   *slog.Logger
+	limit int
+
+	mu      sync.Mutex
+	toLock  map[uuid.UUID]bool
+	toFree  map[uuid.UUID]bool
+	held    map[uuid.UUID]bool
+	wake    chan struct{}
+	connGen int
+}
+
+func newGate(dsn string, limit int, log *slog.Logger) *gate {
+	return &gate{dsn: dsn, log: log, limit: limit, toLock: map[uuid.UUID]bool{}, toFree: map[uuid.UUID]bool{},
+		held: map[uuid.UUID]bool{}, wake: make(chan struct{}, 1)}
+}
+
+// Lock asks for the request's gate; it returns at once.
+func (g *gate) Lock(id uuid.UUID) {
+	g.mu.Lock()
+	if len(g.held)+len(g.toLock) < g.limit {
+		g.toLock[id] = true
+	}
+	g.mu.Unlock()
+	g.poke()
+}
+
+// Unlock releases the request's gate (or forgets a lock not taken yet); it returns at once.
+func (g *gate) Unlock(id uuid.UUID) {
+	g.mu.Lock()
+	if g.toLock[id] {
+		delete(g.toLock, id)
+	} else {
+		// Held, or being locked by the flush in progress: the next flush frees it.
+		g.toFree[id] = true
+	}
+	g.mu.Unlock()
+	g.poke()
+}
+
+func (g *gate) poke() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run owns the gate connection until ctx ends, reconnecting with backoff.
+func (g *gate) run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := g.session(ctx)
+		g.mu.Lock()
+		clear(g.held) // the session's locks died with it
+		clear(g.toFree)
+		g.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		g.log.Warn("request gate connection lost; waiters poll until it is back", "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (g *gate) session(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, g.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-g.wake:
+		}
+		if err := g.flush(ctx, conn); err != nil {
+			return err
+		}
+	}
+}
+
+// flush releases finished gates first, then takes new ones, one round trip each.
+func (g *gate) flush(ctx context.Context, conn *pgx.Conn) error {
+	g.mu.Lock()
+	var free []string
+	for id := range g.toFree {
+		if g.held[id] {
+			free = append(free, id.String())
+		}
+	}
+	lock := keys(g.toLock)
+	clear(g.toFree)
+	clear(g.toLock)
+	g.mu.Unlock()
+	if len(free) > 0 {
+		if _, err := conn.Exec(ctx, gateUnlockSQL, free); err != nil {
+			return err
+		}
+		g.mu.Lock()
+		for _, id := range free {
+			delete(g.held, uuid.MustParse(id))
+		}
+		g.mu.Unlock()
+	}
+	if len(lock) == 0 {
+		return nil
+	}
+	rows, err := conn.Query(ctx, gateLockSQL, lock)
+	if err != nil {
+		return err
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	for _, id := range got {
+		g.held[uuid.MustParse(id)] = true
+	}
+	again := len(g.toFree) > 0
+	g.mu.Unlock()
+	if again {
+		g.poke()
+	}
+	return nil
+}
+
+func keys(m map[uuid.UUID]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k.String())
+	}
+	return out
+}
