@@ -128,3 +128,21 @@ func (s *Server) get(ctx context.Context, path string, q url.Values, data any) e
 	}
 	return json.Unmarshal(ar.Data, data)
 }
+
+// HasNumber is a WaitFor condition: a vector with at least one sample that is a number (not NaN),
+// or a scalar that is one. histogram_quantile over no observations yields NaN, which is no data.
+func HasNumber(r Result) bool {
+	if r.Type == "scalar" {
+		var v [2]any
+		return json.Unmarshal(r.Raw, &v) == nil && v[1] != "NaN"
+	}
+	for _, s := range r.Result {
+		var sample struct {
+			Value [2]any `json:"value"`
+		}
+		if json.Unmarshal(s, &sample) == nil && sample.Value[1] != nil && sample.Value[1] != "NaN" {
+			return true
+		}
+	}
+	return false
+}
