@@ -22,7 +22,7 @@ import (
 // else kills process group $1 (when > 0) and removes the remaining arguments.
 const script = `read -r cmd
 [ "$cmd" = disarm ] && exit 0
-[ "$1" -gt 0 ] && kill -KILL -- "-$1" 2>/dev/null
+[ "$1" -gt 0 ] && kill -s KILL -- "-$1" 2>/dev/null
 shift
 [ "$#" -gt 0 ] && rm -rf -- "$@"
 exit 0

@@ -170,6 +170,9 @@ func (s *S3) kill() {
 	}
 }
 
+// PID is the server's process id.
+func (s *S3) PID() int { return s.cmd.Process.Pid }
+
 // Stop stops the server and removes its directory. Main calls it; calling it again is a no-op.
 func (s *S3) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {

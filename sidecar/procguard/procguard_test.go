@@ -1,0 +1,60 @@
+package procguard
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+func startGroup(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	return cmd
+}
+
+func TestFireKillsGroupAndRemovesDirs(t *testing.T) {
+	cmd := startGroup(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Start(cmd.Process.Pid, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Fire(); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("process group not killed: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s not removed: %v", dir, err)
+	}
+}
+
+func TestDisarmLeavesEverything(t *testing.T) {
+	cmd := startGroup(t)
+	dir := t.TempDir()
+	g, err := Start(cmd.Process.Pid, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Disarm(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
+		t.Fatalf("process killed by a disarmed guard: %v", err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("dir removed by a disarmed guard: %v", err)
+	}
+}
