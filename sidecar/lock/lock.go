@@ -1,0 +1,138 @@
+// Package lock holds dataenv's advisory locks in the control database.
+//
+// Keys are two int4s: a fixed class id per purpose (dataenv.lock_class(purpose) in SQL) and
+// hashtext(resource). Both halves are always computed by the server, so the Go side and the SQL
+// functions agree on the key by construction:
+//
+//	SELECT pg_advisory_lock(dataenv.lock_class('lifecycle'), hashtext($1))
+//
+// The lifecycle lock of a cluster serializes everything that changes which databases or roles exist
+// on it, and every save of configuration naming them. SQL functions take it as a transaction lock
+// (dataenv.lock_cluster_lifecycle, or XactLifecycle here); the sidecar's side effects take it as a
+// session lock with Acquire, because CREATE/DROP DATABASE cannot run inside a transaction. A
+// session lock lives on one pinned connection, which Held exposes so that the holder runs its
+// control-database queries on it: a holder never needs a second pooled connection, so waiters
+// that each hold a pooled connection cannot starve it.
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ClassLifecycle is the purpose name of the per-cluster lifecycle lock.
+const ClassLifecycle = "lifecycle"
+
+const (
+	tryLockSQL = `SELECT pg_catalog.pg_try_advisory_lock(dataenv.lock_class($1), pg_catalog.hashtext($2))`
+	lockSQL    = `SELECT pg_catalog.pg_advisory_lock(dataenv.lock_class($1), pg_catalog.hashtext($2))`
+	unlockSQL  = `SELECT pg_catalog.pg_advisory_unlock(dataenv.lock_class($1), pg_catalog.hashtext($2))`
+	xactSQL    = `SELECT pg_catalog.pg_advisory_xact_lock(dataenv.lock_class($1), pg_catalog.hashtext($2))`
+)
+
+// Held is a session advisory lock held on a pinned control-database connection.
+type Held struct {
+	conn     *pgxpool.Conn
+	class    string
+	resource string
+	waited   time.Duration
+}
+
+// Acquire takes the session lock (class, resource) on a connection of pool. When the lock is
+// busy it calls waiting (if not nil) once before blocking, so a request can record that it waits.
+// Cancelling ctx abandons the wait; the connection is then closed, so no lock can outlive it.
+func Acquire(ctx context.Context, pool *pgxpool.Pool, class, resource string, waiting func()) (*Held, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s lock of %q: get a control connection: %w", class, resource, err)
+	}
+	start := time.Now()
+	var ok bool
+	if err := conn.QueryRow(ctx, tryLockSQL, class, resource).Scan(&ok); err != nil {
+		discard(conn)
+		return nil, fmt.Errorf("%s lock of %q: %w", class, resource, err)
+	}
+	if !ok {
+		if waiting != nil {
+			waiting()
+		}
+		if _, err := conn.Exec(ctx, lockSQL, class, resource); err != nil {
+			// A cancelled wait may have raced with the grant: closing the session releases both.
+			discard(conn)
+			return nil, fmt.Errorf("wait for the %s lock of %q: %w", class, resource, err)
+		}
+	}
+	return &Held{conn: conn, class: class, resource: resource, waited: time.Since(start)}, nil
+}
+
+// Lifecycle takes the lifecycle lock of cluster; see Acquire.
+func Lifecycle(ctx context.Context, pool *pgxpool.Pool, cluster string, waiting func()) (*Held, error) {
+	return Acquire(ctx, pool, ClassLifecycle, cluster, waiting)
+}
+
+// Conn is the pinned connection that holds the lock. Use it for control-database work done under
+// the lock; do not close it and do not use it after Release.
+func (h *Held) Conn() *pgx.Conn { return h.conn.Conn() }
+
+// Waited is how long Acquire waited for the lock.
+func (h *Held) Waited() time.Duration { return h.waited }
+
+// Release unlocks and returns the connection to its pool. It always leaves the lock released: if
+// the unlock fails (broken connection, aborted state), the connection is closed instead, which
+// ends the session and its locks. Calling Release twice is a no-op.
+func (h *Held) Release(ctx context.Context) error {
+	if h == nil || h.conn == nil {
+		return nil
+	}
+	conn := h.conn
+	h.conn = nil
+	var unlocked bool
+	err := conn.QueryRow(context.WithoutCancel(ctx), unlockSQL, h.class, h.resource).Scan(&unlocked)
+	if err == nil && !unlocked {
+		err = errors.New("the lock was not held")
+	}
+	if err != nil {
+		discard(conn)
+		return fmt.Errorf("release the %s lock of %q (its connection was closed): %w", h.class, h.resource, err)
+	}
+	conn.Release()
+	return nil
+}
+
+// With runs fn holding the session lock (class, resource) and always releases it.
+func With(ctx context.Context, pool *pgxpool.Pool, class, resource string, waiting func(),
+	fn func(ctx context.Context, held *Held) error) (err error) {
+	held, err := Acquire(ctx, pool, class, resource, waiting)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := held.Release(ctx); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	return fn(ctx, held)
+}
+
+// XactLifecycle takes the lifecycle lock of cluster until tx ends: what the SQL functions that
+// save configuration do (dataenv.lock_cluster_lifecycle).
+func XactLifecycle(ctx context.Context, tx pgx.Tx, cluster string) error {
+	if _, err := tx.Exec(ctx, xactSQL, ClassLifecycle, cluster); err != nil {
+		return fmt.Errorf("lifecycle lock of %q: %w", cluster, err)
+	}
+	return nil
+}
+
+// discard closes a pooled connection's session (and with it every session lock it held) and
+// drops it from the pool.
+func discard(conn *pgxpool.Conn) {
+	c := conn.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
+}
