@@ -1,13 +1,19 @@
 -- Roles are cluster-wide, so they are created only when missing and never dropped by uninstall
--- (another installation in the cluster may use them).
+-- (another installation in the cluster may use them). Advisory locks are per database, so two
+-- installs in different databases can race here: losing the race is fine.
 DO $roles$
+DECLARE
+    r text;
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'dataenv_user') THEN
-        CREATE ROLE dataenv_user NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'dataenv_admin') THEN
-        CREATE ROLE dataenv_admin NOLOGIN;
-    END IF;
+    FOREACH r IN ARRAY ARRAY['dataenv_user', 'dataenv_admin'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+            BEGIN
+                EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+            EXCEPTION WHEN unique_violation OR duplicate_object THEN
+                NULL;
+            END;
+        END IF;
+    END LOOP;
 END
 $roles$;
 
