@@ -4,7 +4,6 @@
 package promtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,11 +35,12 @@ type Config struct {
 type Server struct {
 	URL    string // http://127.0.0.1:port
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *logBuffer
 	exited chan struct{}
 }
 
 // Start writes the configuration, starts Prometheus and waits until it answers /-/ready.
+// Prometheus lives until Stop or until ctx ends (then it gets SIGTERM, and SIGKILL 10 s later).
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("promtest: Config.Dir is required")
@@ -63,13 +63,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: "http://" + addr, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(bin,
+	s := &Server{URL: "http://" + addr, stderr: &logBuffer{}, exited: make(chan struct{})}
+	s.cmd = exec.CommandContext(ctx, bin,
 		"--config.file="+confPath,
 		"--storage.tsdb.path="+filepath.Join(cfg.Dir, "data"),
 		"--web.listen-address="+addr,
 		"--log.level=warn",
 	)
+	s.cmd.Cancel = func() error { return s.cmd.Process.Signal(syscall.SIGTERM) }
+	s.cmd.WaitDelay = 10 * time.Second
 	s.cmd.Stdout = s.stderr
 	s.cmd.Stderr = s.stderr
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
