@@ -1,0 +1,43 @@
+# dataenv: `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO          ?= go
+BIN         := $(CURDIR)/bin
+TEST_FLAGS  ?= -count=1 -timeout 25m -p 2
+PKGS        ?= ./...
+
+.PHONY: help deps build test bench lint run clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+deps: ## install what is missing: PostgreSQL, bubblewrap, prometheus, versitygw, DuckDB extensions
+	@bash tests/setup/deps.sh
+
+build: ## build bin/dataenv (CGO_ENABLED=0) and bin/dataenv-runner (cgo, DuckDB)
+	@mkdir -p $(BIN)
+	@if [[ -d sidecar/cmd/dataenv ]]; then \
+		CGO_ENABLED=0 $(GO) build -o $(BIN)/dataenv ./sidecar/cmd/dataenv; \
+	else echo "build: sidecar/cmd/dataenv does not exist yet, skipping bin/dataenv"; fi
+	@if [[ -d runner/cmd/dataenv-runner ]]; then \
+		CGO_ENABLED=1 $(GO) build -o $(BIN)/dataenv-runner ./runner/cmd/dataenv-runner; \
+	else echo "build: runner/cmd/dataenv-runner does not exist yet, skipping bin/dataenv-runner"; fi
+
+test: deps ## install deps, then run every test against real Postgres, S3 and DuckLake (PKGS=./x/... to narrow)
+	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+bench: deps ## run the benchmarks (tests/bench), baseline side by side
+	$(GO) run ./tests/bench
+
+lint: ## gofmt check and go vet
+	@out="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
+	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+run: deps build ## start dataenv locally: a Postgres cluster under .dataenv/ (kept), the sidecar; prints a psql command
+	$(BIN)/dataenv dev --dir $(CURDIR)/.dataenv
+
+clean: ## remove build outputs (bin/); `make run`'s data in .dataenv/ stays
+	rm -rf $(BIN)
