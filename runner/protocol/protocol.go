@@ -57,7 +57,9 @@ type Request struct {
 type TestHook struct {
 	// AfterBlock is the number of blocks to run before the hook fires.
 	AfterBlock int `json:"after_block"`
-	// Crash is "SIGSEGV" (a real segmentation fault in native code) or "SIGKILL".
+	// Crash "SIGSEGV" makes a real segmentation fault in native code. (A SIGKILL is best sent
+	// from outside, as the OOM killer does: a runner that is PID 1 of its namespace ignores
+	// one it sends itself.)
 	Crash string `json:"crash,omitempty"`
 	// SymlinkResultTo replaces the result file by a symlink to this path.
 	SymlinkResultTo string `json:"symlink_result_to,omitempty"`

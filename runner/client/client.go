@@ -1,0 +1,149 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Client runs DuckDB jobs in dataenv-runner processes.
+type Client struct {
+	cfg       Config
+	installMu sync.Mutex
+
+	mu     sync.Mutex
+	spares map[Isolation]*process
+	closed bool
+}
+
+// New returns a Client. It fails when the runner binary cannot be found.
+func New(cfg Config) (*Client, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, spares: map[Isolation]*process{}}, nil
+}
+
+// Config returns the client's configuration with defaults filled in.
+func (c *Client) Config() Config { return c.cfg }
+
+// Run runs job in a runner process of its own and returns its rows. Cancelling ctx kills the
+// runner's whole process group. Errors: *JobError (DuckDB refused the SQL), *CrashError (the
+// runner died: the signal is named), *SpillError (the watchdog stopped it),
+// ErrResultSymlink, or the context's error.
+func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
+	start := time.Now()
+	mode, err := resolve(job.Isolation, c.cfg.Isolation)
+	if err != nil {
+		return nil, err
+	}
+	req, err := job.request(c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if mode == IsolationJailed {
+		if err := c.installOutside(ctx, job.Blocks); err != nil {
+			return nil, err
+		}
+		req.Blocks = unforce(req.Blocks)
+	}
+	p, warm, err := c.process(mode)
+	if err != nil {
+		return nil, err
+	}
+	defer p.work.remove()
+	if job.Started != nil {
+		job.Started(p.cmd.Process.Pid)
+	}
+	req.ExtensionDirectory = c.extDirInside(mode)
+	req.TempDirectory = p.work.spillInside()
+	req.ResultPath = p.work.resultInside()
+	if err := p.send(req); err != nil {
+		p.kill()
+		return nil, err
+	}
+	resp, err := p.finish(ctx, req.MaxResultBytes+resultOverheadBytes)
+	c.cfg.Logger.Debug("duckdb job", "isolation", mode, "warm", warm, "duration", time.Since(start), "error", err)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{
+		Results: resp.Results, Isolation: mode, Warm: warm, Duration: time.Since(start),
+		Stdout: p.stdout.String(), Stderr: p.stderr.String(),
+		StdoutBytes: p.stdout.Total(), StderrBytes: p.stderr.Total(),
+	}, nil
+}
+
+// process returns a runner for mode: the warm spare when there is a live one, else a new one.
+// With WarmSpare, a replacement spare starts in the background.
+func (c *Client) process(mode Isolation) (*process, bool, error) {
+	if !c.cfg.WarmSpare {
+		p, err := c.spawn(mode, false)
+		return p, false, err
+	}
+	c.mu.Lock()
+	spare := c.spares[mode]
+	delete(c.spares, mode)
+	c.mu.Unlock()
+	go c.refill(mode)
+	if spare != nil {
+		select {
+		case <-spare.done: // died while waiting: not usable
+			spare.work.remove()
+		default:
+			return spare, true, nil
+		}
+	}
+	p, err := c.spawn(mode, true)
+	return p, false, err
+}
+
+// Prewarm starts the spare runner for mode now (WarmSpare only), so the next job finds it.
+func (c *Client) Prewarm(mode Isolation) error {
+	m, err := resolve(mode, c.cfg.Isolation)
+	if err != nil {
+		return err
+	}
+	c.refill(m)
+	return nil
+}
+
+func (c *Client) refill(mode Isolation) {
+	c.mu.Lock()
+	if c.closed || c.spares[mode] != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	p, err := c.spawn(mode, true)
+	if err != nil {
+		c.cfg.Logger.Warn("start a spare DuckDB runner", "isolation", mode, "error", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.spares[mode] != nil {
+		go discard(p)
+		return
+	}
+	c.spares[mode] = p
+}
+
+// Close stops the spare runners.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	spares := c.spares
+	c.spares = map[Isolation]*process{}
+	c.mu.Unlock()
+	for _, p := range spares {
+		discard(p)
+	}
+	return nil
+}
+
+func discard(p *process) {
+	p.kill()
+	p.work.remove()
+}

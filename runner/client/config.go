@@ -1,0 +1,118 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dataenv/dataenv/runner/extension"
+	"github.com/dataenv/dataenv/runner/protocol"
+)
+
+// EnvRunnerPath overrides where the runner binary is found.
+const EnvRunnerPath = "DATAENV_RUNNER_PATH"
+
+// RunnerName is the runner binary's file name.
+const RunnerName = "dataenv-runner"
+
+// Defaults of Config.
+const (
+	DefaultSpillCap     = 10 << 30
+	DefaultSpillPoll    = 200 * time.Millisecond
+	DefaultOutputTail   = 8 << 10
+	DefaultOOMScoreAdj  = 800
+	DefaultWaitDelay    = 2 * time.Second
+	resultOverheadBytes = 4 << 20
+)
+
+// Config configures a Client. The zero value works: every field has a documented default.
+type Config struct {
+	// RunnerPath is the dataenv-runner binary. Default: $DATAENV_RUNNER_PATH, else
+	// dataenv-runner next to the current executable.
+	RunnerPath string
+	// Isolation is used for jobs that do not choose one. Default IsolationAuto.
+	Isolation Isolation
+	// ExtensionDir is DuckDB's extension_directory (runner/extension.Dir() by default).
+	ExtensionDir string
+	// WorkRoot holds the per-job work directories. Default $TMPDIR/dataenv-runner.
+	WorkRoot string
+	// SpillCap stops a job whose work directory uses more disk than this many bytes.
+	// Default DefaultSpillCap (10 GiB); negative disables the watchdog.
+	SpillCap int64
+	// SpillPoll is how often the watchdog measures the work directory. Default 200 ms.
+	SpillPoll time.Duration
+	// OutputTail is how many trailing bytes of stdout and of stderr are kept. Default 8 KiB.
+	OutputTail int
+	// MaxResultBytes bounds a job's rows (JSON) when the job does not. Default 10 MiB.
+	MaxResultBytes int64
+	// OOMScoreAdj is the runner's oom_score_adj (-1000..1000). Default 800.
+	OOMScoreAdj int
+	// WaitDelay bounds how long Wait waits for the output pipes after the runner is killed.
+	// Default 2 s.
+	WaitDelay time.Duration
+	// WarmSpare keeps one runner started ahead of the next job: process started, DuckDB open,
+	// the required extensions loaded.
+	WarmSpare bool
+	// Logger receives one line per job. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	var err error
+	if c.RunnerPath == "" {
+		if c.RunnerPath, err = RunnerPath(); err != nil {
+			return c, err
+		}
+	}
+	if c.ExtensionDir == "" {
+		if c.ExtensionDir, err = extension.Dir(); err != nil {
+			return c, err
+		}
+	}
+	if c.WorkRoot == "" {
+		c.WorkRoot = filepath.Join(os.TempDir(), "dataenv-runner")
+	}
+	if c.SpillCap == 0 {
+		c.SpillCap = DefaultSpillCap
+	}
+	if c.SpillPoll <= 0 {
+		c.SpillPoll = DefaultSpillPoll
+	}
+	if c.OutputTail <= 0 {
+		c.OutputTail = DefaultOutputTail
+	}
+	if c.MaxResultBytes <= 0 {
+		c.MaxResultBytes = protocol.DefaultMaxResultBytes
+	}
+	if c.OOMScoreAdj == 0 {
+		c.OOMScoreAdj = DefaultOOMScoreAdj
+	}
+	if c.WaitDelay <= 0 {
+		c.WaitDelay = DefaultWaitDelay
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// RunnerPath finds the runner: $DATAENV_RUNNER_PATH, else dataenv-runner next to the current
+// executable. The error says how to fix a missing binary.
+func RunnerPath() (string, error) {
+	if p := os.Getenv(EnvRunnerPath); p != "" {
+		return filepath.Abs(p)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("locate the current executable to find %s: %w", RunnerName, err)
+	}
+	p := filepath.Join(filepath.Dir(exe), RunnerName)
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("DuckDB jobs need %s next to %s: build it with `make build`, "+
+			"or point %s at it", RunnerName, exe, EnvRunnerPath)
+	}
+	return p, nil
+}

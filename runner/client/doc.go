@@ -1,0 +1,23 @@
+// Package client spawns dataenv-runner processes for the sidecar. It is cgo-free.
+//
+// One job, one process: Run creates a private work directory, starts the runner under the
+// isolation chosen for the job, sends the job as JSON on the runner's stdin (credentials never
+// reach argv or an environment), waits, reads the result file and removes the work directory.
+//
+//	Jailed   nsjail when installed, else bubblewrap: read-only /usr and a few files of /etc,
+//	         the work directory as the only writable place (/work, and /tmp inside it), the
+//	         runner binary and the extension cache mounted read-only, nothing else of the host.
+//	Unshare  its own PID namespace, as `unshare --pid --fork` gives (made with clone flags, so
+//	         no wrapper hides the runner's exit status), the host's file system.
+//	Plain    a child process with a cleared environment.
+//
+// In every mode the environment is cleared except PATH, HOME, TZ and the proxy variables, the
+// OOM score is raised before exec (choom) so the kernel kills the runner rather than the
+// sidecar, and the runner leads its own session and process group: cancellation, a timeout and
+// the spill watchdog kill the whole group, so no jailed grandchild survives. Output is kept as bounded tails; the result file is opened without following
+// symlinks; a runner killed by a signal becomes a *CrashError naming it.
+//
+// Jailed jobs find their extensions in a cache they cannot write: the client installs what a
+// job needs outside the jail first (honouring FORCE INSTALL there) and rewrites FORCE INSTALL
+// into a plain INSTALL inside.
+package client

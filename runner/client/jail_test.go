@@ -1,0 +1,93 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dataenv/dataenv/runner/client"
+)
+
+// A secret of the sidecar's: readable by a plain runner (the control), not by a jailed one. It
+// sits next to the runner binary too, where the sidecar's own files would be.
+func TestJailCannotReadOutsideItsMounts(t *testing.T) {
+	secretDir := t.TempDir()
+	secrets := []string{filepath.Join(secretDir, "sidecar-secret.txt"), filepath.Join(filepath.Dir(runnerPath), "sidecar.conf")}
+	for _, p := range secrets {
+		if err := os.WriteFile(p, []byte("hunter2"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(p)
+	}
+	plain, _ := newClient(t, client.Config{Isolation: client.IsolationPlain})
+	jailed, root := newClient(t, client.Config{Isolation: client.IsolationJailed})
+	for _, p := range secrets {
+		job := client.Job{Blocks: []string{"SELECT * FROM read_csv(" + sqlString(p) + ", header = false, columns = {'v': 'VARCHAR'})"}}
+		res, err := plain.Run(context.Background(), job)
+		if err != nil || !strings.Contains(string(res.Results[0].Rows[0][0]), "hunter2") {
+			t.Fatalf("control: a plain runner reads %s: %v", p, err)
+		}
+		_, err = jailed.Run(context.Background(), job)
+		var je *client.JobError
+		if !errors.As(err, &je) || !strings.Contains(err.Error(), "No files found") || strings.Contains(err.Error(), "hunter2") {
+			t.Fatalf("jailed read of %s: %v; want DuckDB's no-such-file error", p, err)
+		}
+	}
+	assertEmptyDir(t, root)
+}
+
+// A jailed job writes to its work directory (and /tmp, which is inside it) and nowhere else: not
+// to a host directory, not to the system, not to the extension cache.
+func TestJailCannotWriteOutsideItsWorkDir(t *testing.T) {
+	c, root := newClient(t, client.Config{Isolation: client.IsolationJailed})
+	hostDir := t.TempDir()
+	for _, target := range []string{
+		filepath.Join(hostDir, "escaped.csv"),
+		"/usr/escaped.csv",
+		"/opt/dataenv/extensions/escaped.csv",
+		"/opt/dataenv/escaped.csv",
+		"/escaped.csv",
+		"/dev/escaped.csv",
+	} {
+		_, err := c.Run(context.Background(), client.Job{Blocks: []string{"COPY (SELECT 1 AS x) TO " + sqlString(target)}})
+		var je *client.JobError
+		if !errors.As(err, &je) {
+			t.Fatalf("COPY TO %s in the jail: %v; want DuckDB's error", target, err)
+		}
+	}
+	if entries, _ := os.ReadDir(hostDir); len(entries) != 0 {
+		t.Fatalf("the jailed job wrote %s into a host directory", entries[0].Name())
+	}
+	if _, err := os.Stat("/usr/escaped.csv"); err == nil {
+		t.Fatal("the jailed job wrote into /usr")
+	}
+	res, err := c.Run(context.Background(), client.Job{Blocks: []string{
+		"COPY (SELECT 42 AS x) TO 'in-work-dir.csv'",
+		"COPY (SELECT 43 AS x) TO '/tmp/in-jail-tmp.csv'",
+		"SELECT (SELECT x FROM 'in-work-dir.csv') + (SELECT x FROM '/tmp/in-jail-tmp.csv')",
+	}, CollectLastOnly: true})
+	if err != nil {
+		t.Fatalf("writing inside the work directory: %v", err)
+	}
+	if got := string(res.Results[0].Rows[0][0]); got != "85" {
+		t.Fatalf("read back %s, want 85", got)
+	}
+	if _, err := os.Stat("/tmp/in-jail-tmp.csv"); err == nil {
+		t.Fatal("the jail's /tmp is the host's /tmp")
+	}
+	assertEmptyDir(t, root)
+}
+
+// A plain INSTALL of an extension the cache has is a no-op inside the jail's read-only cache.
+func TestJailedInstallOfCachedExtension(t *testing.T) {
+	c, _ := newClient(t, client.Config{Isolation: client.IsolationJailed})
+	_, err := c.Run(context.Background(), client.Job{Blocks: []string{"INSTALL ducklake", "LOAD ducklake", "INSTALL httpfs", "LOAD httpfs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -1,0 +1,65 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/dataenv/dataenv/runner/protocol"
+)
+
+// Job is one DuckDB job.
+type Job struct {
+	// Blocks are SQL texts run in order on one connection (see protocol.Request).
+	Blocks []string
+	// Args are set as DuckDB variables: getvariable('name').
+	Args map[string]any
+	// MemoryLimit is DuckDB's memory_limit ("2GB"); empty keeps DuckDB's default.
+	MemoryLimit string
+	// Threads is DuckDB's threads; 0 keeps DuckDB's default.
+	Threads int
+	// MaxResultBytes bounds the rows' JSON; 0 uses Config.MaxResultBytes.
+	MaxResultBytes int64
+	// CollectLastOnly keeps only the last block's rows.
+	CollectLastOnly bool
+	// Isolation overrides Config.Isolation for this job.
+	Isolation Isolation
+	// Started, when set, is called with the runner's process-group id once it runs.
+	Started func(pgid int)
+	// TestHook is passed to the runner, which honours it only when the client's environment
+	// has DATAENV_RUNNER_TEST_HOOKS=1. Tests only.
+	TestHook *protocol.TestHook
+}
+
+// Result is a finished job.
+type Result struct {
+	// Results holds one entry per block (only the last with CollectLastOnly).
+	Results []protocol.Result
+	// Stdout and Stderr are the tails of the runner's output; the totals count every byte.
+	Stdout, Stderr           string
+	StdoutBytes, StderrBytes int64
+	// Isolation is the mode the job ran in.
+	Isolation Isolation
+	// Warm is true when the job ran on a spare runner started ahead of it.
+	Warm     bool
+	Duration time.Duration
+}
+
+func (j Job) request(cfg Config) (*protocol.Request, error) {
+	args := make(map[string]json.RawMessage, len(j.Args))
+	for k, v := range j.Args {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		args[k] = b
+	}
+	maxBytes := j.MaxResultBytes
+	if maxBytes <= 0 {
+		maxBytes = cfg.MaxResultBytes
+	}
+	return &protocol.Request{
+		Mode: protocol.ModeRun, Blocks: j.Blocks, Args: args, MemoryLimit: j.MemoryLimit,
+		Threads: j.Threads, MaxResultBytes: maxBytes, CollectLastOnly: j.CollectLastOnly,
+		OOMScoreAdj: cfg.OOMScoreAdj, TestHook: j.TestHook,
+	}, nil
+}

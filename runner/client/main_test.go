@@ -1,0 +1,57 @@
+package client_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/dataenv/dataenv/runner/client"
+	"github.com/dataenv/dataenv/runner/protocol"
+	"github.com/dataenv/dataenv/runner/runnertest"
+	"github.com/dataenv/dataenv/tests/testenv"
+)
+
+var runnerPath string
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, func(ctx context.Context) error {
+		path, remove, err := runnertest.Build(ctx)
+		if err != nil {
+			return err
+		}
+		testenv.RegisterCleanup("dataenv-runner build", func(context.Context) error { remove(); return nil })
+		runnerPath = path
+		// The runner honours test hooks only with this in the environment the client passes on.
+		return os.Setenv(protocol.EnvTestHooks, "1")
+	})
+}
+
+// newClient returns a client whose work directories live in a test directory, so tests can check
+// they are removed.
+func newClient(t *testing.T, cfg client.Config) (*client.Client, string) {
+	t.Helper()
+	cfg.RunnerPath = runnerPath
+	if cfg.WorkRoot == "" {
+		cfg.WorkRoot = t.TempDir()
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, cfg.WorkRoot
+}
+
+var modes = []client.Isolation{client.IsolationPlain, client.IsolationUnshare, client.IsolationJailed}
+
+// assertEmptyDir fails when dir holds anything: work directories must be removed.
+func assertEmptyDir(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("%s still holds %d entries (first %s): work directories must be removed", dir, len(entries), entries[0].Name())
+	}
+}

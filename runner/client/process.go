@@ -1,0 +1,169 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/dataenv/dataenv/runner/extension"
+	"github.com/dataenv/dataenv/runner/protocol"
+)
+
+// process is one started runner: in its work directory, waiting for its job on stdin.
+type process struct {
+	mode    Isolation
+	work    *workDir
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	stdout  *tail
+	stderr  *tail
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	done    chan struct{}
+	waitErr error
+	started time.Time
+	// preloaded is the extension directory the runner opened DuckDB with ahead of its job.
+	preloaded string
+}
+
+// spawn starts a runner in mode. With preload, DuckDB opens and loads the required extensions
+// before the job arrives (a warm spare). The process runs until its job ends or cancel.
+func (c *Client) spawn(mode Isolation, preload bool) (*process, error) {
+	jailed := mode == IsolationJailed
+	w, err := newWorkDir(c.cfg.WorkRoot, jailed)
+	if err != nil {
+		return nil, err
+	}
+	extDir := c.extDirInside(mode)
+	var runnerArgs []string
+	if preload {
+		runnerArgs = []string{"--extension-dir", extDir, "--preload", joinNames(extension.Required)}
+	}
+	argv, env, err := c.argv(mode, w, runnerArgs)
+	if err != nil {
+		w.remove()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	p := &process{mode: mode, work: w, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		stdout: newTail(c.cfg.OutputTail), stderr: newTail(c.cfg.OutputTail), started: time.Now()}
+	if preload {
+		p.preloaded = extDir
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, w.host, p.stdout, p.stderr
+	cmd.SysProcAttr = sysProcAttr(mode)
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = c.cfg.WaitDelay
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		cancel(nil)
+		w.remove()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		cancel(nil)
+		w.remove()
+		return nil, fmt.Errorf("start the DuckDB runner (%s, %s): %w", mode, argv[0], err)
+	}
+	p.cmd = cmd
+	go func() {
+		p.waitErr = cmd.Wait()
+		// The group may hold grandchildren after the leader is gone: end them too.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		close(p.done)
+	}()
+	go watchSpill(ctx, w.host, c.cfg.SpillCap, c.cfg.SpillPoll, func(err error) { cancel(err) })
+	return p, nil
+}
+
+// extDirInside is the extension directory as the runner sees it.
+func (c *Client) extDirInside(mode Isolation) string {
+	if mode == IsolationJailed {
+		return jailExtension
+	}
+	return c.cfg.ExtensionDir
+}
+
+// send gives the runner its job on stdin.
+func (p *process) send(req *protocol.Request) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	_, werr := p.stdin.Write(data)
+	cerr := p.stdin.Close()
+	if werr != nil {
+		return fmt.Errorf("send the job to the runner: %w", werr)
+	}
+	return cerr
+}
+
+// finish waits for the runner, or kills its group when ctx ends first, and turns what happened
+// into the job's response or an error.
+func (p *process) finish(ctx context.Context, maxResult int64) (*protocol.Response, error) {
+	stop := context.AfterFunc(ctx, func() { p.cancel(context.Cause(ctx)) })
+	defer stop()
+	<-p.done
+	if cause := context.Cause(p.ctx); cause != nil {
+		var spill *SpillError
+		if errors.As(cause, &spill) {
+			return nil, spill
+		}
+		return nil, fmt.Errorf("DuckDB job cancelled, runner stopped: %w", cause)
+	}
+	if crash := p.crash(); crash != nil {
+		return nil, crash
+	}
+	resp, err := readResult(p.work.resultHost(), maxResult)
+	if err != nil {
+		if errors.Is(err, ErrResultSymlink) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w (runner exit status %d; stderr tail: %s)", err,
+			p.cmd.ProcessState.ExitCode(), p.stderr.String())
+	}
+	if resp.Error != "" {
+		return resp, &JobError{Block: resp.ErrorBlock, Message: resp.Error}
+	}
+	return resp, nil
+}
+
+// crash reports a runner killed by a signal or ending with a status that means no result: 2
+// (bad request) or a jail's 128+signal for a runner it lost to a signal (bwrap and nsjail
+// report a dead child that way).
+func (p *process) crash() *CrashError {
+	st := p.cmd.ProcessState
+	ws, _ := st.Sys().(syscall.WaitStatus)
+	switch code := st.ExitCode(); {
+	case ws.Signaled():
+		return &CrashError{Signal: ws.Signal(), Stderr: p.stderr.String()}
+	case code > 128 && code < 128+65 && p.mode == IsolationJailed:
+		return &CrashError{Signal: syscall.Signal(code - 128), Stderr: p.stderr.String()}
+	case code == 0 || code == 1:
+		return nil
+	default:
+		return &CrashError{ExitCode: code, Stderr: p.stderr.String()}
+	}
+}
+
+// kill ends the runner's group and waits for it.
+func (p *process) kill() {
+	p.cancel(errors.New("runner discarded"))
+	<-p.done
+}
+
+func joinNames(names []string) string {
+	s := ""
+	for i, n := range names {
+		if i > 0 {
+			s += ","
+		}
+		s += n
+	}
+	return s
+}

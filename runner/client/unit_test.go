@@ -1,0 +1,31 @@
+package client
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestUnforceRewritesOnlyForceInstall(t *testing.T) {
+	in := []string{"force  install httpfs;", "INSTALL spatial FROM community", "INSTALL x FROM 'http://evil'", "SELECT 'FORCE INSTALL x'"}
+	want := []string{"INSTALL httpfs", "INSTALL spatial FROM community", "INSTALL x FROM 'http://evil'", "SELECT 'FORCE INSTALL x'"}
+	got := unforce(in)
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("unforce = %q, want %q", got, want)
+	}
+}
+
+func TestTailKeepsTheLastBytes(t *testing.T) {
+	tl := newTail(10)
+	for _, chunk := range []string{"abc", "defghij", "klm", strings.Repeat("n", 25), "opq"} {
+		tl.Write([]byte(chunk))
+	}
+	if got := tl.String(); got != "nnnnnnnopq" {
+		t.Fatalf("tail %q", got)
+	}
+	if tl.Total() != 41 {
+		t.Fatalf("total %d", tl.Total())
+	}
+	if cap(tl.buf) > 20 {
+		t.Fatalf("buffer grew to %d", cap(tl.buf))
+	}
+}
