@@ -341,7 +341,8 @@ BEGIN
           FROM pg_catalog.pg_proc p
          WHERE p.pronamespace = 'dataenv'::regnamespace
            AND p.proname LIKE 'managed\_database\_uses\_\_%'
-           AND p.proargtypes::oid[] = ARRAY['text'::regtype, 'text'::regtype]::oid[]
+           AND p.pronargs = 2
+           AND p.proargtypes[0] = 'text'::regtype AND p.proargtypes[1] = 'text'::regtype
          ORDER BY p.proname
     LOOP
         RETURN QUERY EXECUTE format('SELECT u.kind::text, u.name::text, u.detail::text FROM dataenv.%I($1, $2) AS u', f.proname)

@@ -342,6 +342,9 @@ func dropDatabase(ctx context.Context, conn *pgx.Conn, name string, terminate bo
 		return refusef("database %q is being accessed by other sessions (%s); close them, or drop with terminate_sessions => true",
 			name, pgErr.Detail)
 	}
+	if terminate && errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return refusef("database %q has sessions the cluster's admin may not terminate (%s); close them first", name, pgErr.Message)
+	}
 	if err != nil {
 		return fmt.Errorf("drop database %q: %w", name, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -267,3 +268,29 @@ func queryBool(t *testing.T, conn *pgx.Conn, sql string, args ...any) bool {
 }
 
 func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+type request_step = request.Step
+
+func newRequest(kind string, args map[string]any) *request.Request {
+	raw, _ := json.Marshal(args)
+	return &request.Request{ID: uuid.New(), Kind: kind, Args: raw, Status: request.Running, Attempts: 1}
+}
+
+func mustExec(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// eventually waits (up to 20 s) for cond, polling: a wait on a condition, not a timing assertion.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
