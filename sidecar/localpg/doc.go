@@ -11,5 +11,5 @@
 // Debian's `postgres` system user (or DATAENV_PG_USER) in directories chowned to that user.
 //
 // Binaries: Config.BinDir, else $DATAENV_PG_BINDIR, else the newest /usr/lib/postgresql/N/bin
-// (N >= 15), else the directory of `pg_config --bindir` / initdb on PATH.
+// (N >= 15), else the directory initdb on PATH resolves to.
 package localpg
