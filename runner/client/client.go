@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -53,6 +55,10 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 		return nil, err
 	}
 	defer p.work.remove()
+	if c.cfg.WarmSpare {
+		// The next spare warms up once this job is done, not while it competes for the CPU.
+		defer func() { go c.refill(mode) }()
+	}
 	if job.Started != nil {
 		job.Started(p.cmd.Process.Pid)
 	}
@@ -76,7 +82,6 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 }
 
 // process returns a runner for mode: the warm spare when there is a live one, else a new one.
-// With WarmSpare, a replacement spare starts in the background.
 func (c *Client) process(mode Isolation) (*process, bool, error) {
 	if !c.cfg.WarmSpare {
 		p, err := c.spawn(mode, false)
@@ -86,7 +91,6 @@ func (c *Client) process(mode Isolation) (*process, bool, error) {
 	spare := c.spares[mode]
 	delete(c.spares, mode)
 	c.mu.Unlock()
-	go c.refill(mode)
 	if spare != nil {
 		select {
 		case <-spare.done: // died while waiting: not usable
@@ -99,14 +103,29 @@ func (c *Client) process(mode Isolation) (*process, bool, error) {
 	return p, false, err
 }
 
-// Prewarm starts the spare runner for mode now (WarmSpare only), so the next job finds it.
-func (c *Client) Prewarm(mode Isolation) error {
+// Prewarm starts the spare runner for mode unless there is one (WarmSpare only) and waits
+// until it has DuckDB open with the required extensions loaded, or ctx ends.
+func (c *Client) Prewarm(ctx context.Context, mode Isolation) error {
+	if !c.cfg.WarmSpare {
+		return errors.New("Prewarm needs Config.WarmSpare")
+	}
 	m, err := resolve(mode, c.cfg.Isolation)
 	if err != nil {
 		return err
 	}
 	c.refill(m)
-	return nil
+	c.mu.Lock()
+	p := c.spares[m]
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("no spare %s runner could be started", m)
+	}
+	select {
+	case <-p.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (c *Client) refill(mode Isolation) {

@@ -37,7 +37,7 @@ type Config struct {
 	Isolation Isolation
 	// ExtensionDir is DuckDB's extension_directory (runner/extension.Dir() by default).
 	ExtensionDir string
-	// WorkRoot holds the per-job work directories. Default $TMPDIR/dataenv-runner.
+	// WorkRoot holds the per-job work directories. Default $TMPDIR/dataenv-runner-jobs.
 	WorkRoot string
 	// SpillCap stops a job whose work directory uses more disk than this many bytes.
 	// Default DefaultSpillCap (10 GiB); negative disables the watchdog.
@@ -73,7 +73,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.WorkRoot == "" {
-		c.WorkRoot = filepath.Join(os.TempDir(), "dataenv-runner")
+		c.WorkRoot = filepath.Join(os.TempDir(), "dataenv-runner-jobs")
 	}
 	if c.SpillCap == 0 {
 		c.SpillCap = DefaultSpillCap

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -27,8 +28,9 @@ type process struct {
 	done    chan struct{}
 	waitErr error
 	started time.Time
-	// preloaded is the extension directory the runner opened DuckDB with ahead of its job.
-	preloaded string
+	// ready is closed once a preloading runner has DuckDB open with the extensions loaded
+	// (or has died); nil without preload.
+	ready chan struct{}
 }
 
 // spawn starts a runner in mode. With preload, DuckDB opens and loads the required extensions
@@ -42,7 +44,7 @@ func (c *Client) spawn(mode Isolation, preload bool) (*process, error) {
 	extDir := c.extDirInside(mode)
 	var runnerArgs []string
 	if preload {
-		runnerArgs = []string{"--extension-dir", extDir, "--preload", joinNames(extension.Required)}
+		runnerArgs = []string{"--extension-dir", extDir, "--preload", joinNames(extension.Required), "--ready-fd", "3"}
 	}
 	argv, env, err := c.argv(mode, w, runnerArgs)
 	if err != nil {
@@ -52,9 +54,6 @@ func (c *Client) spawn(mode Isolation, preload bool) (*process, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	p := &process{mode: mode, work: w, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		stdout: newTail(c.cfg.OutputTail), stderr: newTail(c.cfg.OutputTail), started: time.Now()}
-	if preload {
-		p.preloaded = extDir
-	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, w.host, p.stdout, p.stderr
 	cmd.SysProcAttr = sysProcAttr(mode)
@@ -65,7 +64,27 @@ func (c *Client) spawn(mode Isolation, preload bool) (*process, error) {
 		w.remove()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	var readyR *os.File
+	if preload {
+		r, wr, err := os.Pipe()
+		if err != nil {
+			cancel(nil)
+			w.remove()
+			return nil, err
+		}
+		readyR, cmd.ExtraFiles = r, []*os.File{wr}
+	}
+	err = cmd.Start()
+	if preload {
+		cmd.ExtraFiles[0].Close()
+		p.ready = make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, readyR)
+			readyR.Close()
+			close(p.ready)
+		}()
+	}
+	if err != nil {
 		cancel(nil)
 		w.remove()
 		return nil, fmt.Errorf("start the DuckDB runner (%s, %s): %w", mode, argv[0], err)

@@ -25,6 +25,7 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	extDir := fs.String("extension-dir", "", "DuckDB extension_directory of the preloaded instance")
 	preload := fs.String("preload", "", "extensions to load before the job arrives")
+	readyFD := fs.Int("ready-fd", 0, "file descriptor closed once the preload is done")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -35,6 +36,9 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 		go func() {
 			in, err := engine.Open(ctx, *extDir, strings.Split(*preload, ",")...)
 			warm <- warmInstance{in, err}
+			if *readyFD > 2 {
+				os.NewFile(uintptr(*readyFD), "ready").Close()
+			}
 		}()
 	} else {
 		close(warm)

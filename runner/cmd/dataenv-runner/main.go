@@ -12,14 +12,14 @@ import (
 const usage = `dataenv-runner: run one DuckDB job (DuckDB 1.5.5 with ducklake, postgres_scanner, httpfs).
 
 Usage:
-  dataenv-runner [--extension-dir DIR --preload NAME,...] < job.json
+  dataenv-runner [--extension-dir DIR --preload NAME,... [--ready-fd N]] < job.json
       Read one job as JSON on stdin (runner/protocol.Request: blocks, args, memory_limit,
       threads, temp_directory, max_result_bytes, result_path, collect_last_only,
       extension_directory) and write the response JSON to result_path. This is how the
       sidecar calls it; credentials travel only on stdin.
       Exit status: 0 success, 1 the job failed (error in the result file), 2 bad request.
       With --preload, DuckDB opens and loads those extensions from DIR while the job is
-      still on its way: how the client keeps a warm spare runner.
+      still on its way, then closes file descriptor N: how the client keeps a warm spare.
 
   dataenv-runner run [flags] --sql 'SQL' [--sql 'SQL' ...]
       Run SQL blocks by hand and print the response JSON on stdout. For debugging: SQL given
