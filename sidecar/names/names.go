@@ -1,0 +1,159 @@
+// Package names computes every name dataenv derives from user-chosen identifiers: fork
+// databases, fork lake metadata schemas, fork data path segments and ancestor attach aliases.
+//
+// Persisted state depends on these names (a fork database is found again by its name, a lake
+// namespace by its schema, a fork's files by their prefix), so every function here is frozen:
+// golden tests pin their outputs, and a change that moves any golden value breaks every existing
+// fork. Add a new function instead of changing one.
+//
+// # Shape
+//
+// Each name is a fixed prefix, mangled readable parts, and an 8-hex-digit hash:
+//
+//	ForkDatabase(ws, dt)        dataenv_fork_<ws:24>_<dt:16>_<hash8>            (at most 63 bytes)
+//	ForkLakeSchema(ws, lake)    dataenv_fork_<ws:24>_<lake:16>_<hash8>          (at most 63 bytes)
+//	ForkDataSegment(ws)         <ws:40>_<hash8>                                 (one path component)
+//	AncestorAlias(lake, anc)    __dataenv_dl_<lake:16>_<anc:24>_<hash8>         (at most 63 bytes)
+//
+// Mangling lowercases ASCII letters, turns every other character that is not [a-z0-9] into '_'
+// and truncates to the width shown. Mangling alone is lossy ("a-b" and "a_b" mangle alike, long
+// names truncate alike), so the hash is what makes a name injective: it is the first 4 bytes of
+// SHA-256 over a kind tag and the UNMANGLED inputs, each length-prefixed, so two different input
+// tuples never hash the same bytes. Distinct inputs share a name only if their readable parts are
+// equal AND a 32-bit hash collides.
+//
+// # Ancestor aliases are never suffixes of one another
+//
+// Alias parts are mangled compactly: runs of '_' collapse to one, leading/trailing '_' are
+// trimmed and an empty part becomes "x", so "__" occurs in an alias only at its start. A proper suffix of an alias that is
+// itself an alias would have to start with "__" somewhere after position 0, which cannot happen;
+// code that recognizes aliases by suffix (a qualified name ending in an alias) can never confuse
+// two ancestors.
+package names
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
+
+// Prefixes of the generated names. ForkPrefix is also the guard every cleanup checks before it
+// drops a database or schema; AliasPrefix marks ancestor attaches; ForkDataDir is the directory
+// at the storage root under which every fork's files live.
+const (
+	ForkPrefix  = "dataenv_fork_"
+	AliasPrefix = "__dataenv_dl_"
+	ForkDataDir = "__dataenv_forks"
+)
+
+// MaxIdentifier is PostgreSQL's identifier limit in bytes (NAMEDATALEN-1).
+const MaxIdentifier = 63
+
+const (
+	workspaceWidth = 24 // workspace part of database and schema names
+	objectWidth    = 16 // datatable or lake part
+	segmentWidth   = 40 // workspace part of a data path segment
+)
+
+// Hash kind tags: the same inputs hash differently for different kinds of names.
+const (
+	tagDatabase = "database"
+	tagSchema   = "lake schema"
+	tagSegment  = "data segment"
+	tagAlias    = "ancestor alias"
+)
+
+// ForkDatabase is the name of the database holding workspace's copy of datatable:
+// dataenv_fork_<mangled workspace>_<mangled datatable>_<hash8>, at most 63 bytes.
+func ForkDatabase(workspace, datatable string) string {
+	return ForkPrefix + mangle(workspace, workspaceWidth) + "_" + mangle(datatable, objectWidth) + "_" +
+		hash8(tagDatabase, workspace, datatable)
+}
+
+// ForkLakeSchema is the metadata schema of workspace's namespace of lake in the lake's catalog
+// database: dataenv_fork_<mangled workspace>_<mangled lake>_<hash8>, at most 63 bytes. It is
+// lake-scoped: two lakes of a workspace may share a catalog database and must not share a
+// namespace.
+func ForkLakeSchema(workspace, lake string) string {
+	return ForkPrefix + mangle(workspace, workspaceWidth) + "_" + mangle(lake, objectWidth) + "_" +
+		hash8(tagSchema, workspace, lake)
+}
+
+// ForkDataSegment is workspace's directory under <storage>/__dataenv_forks/: ONE path component
+// of [a-z0-9_] (a workspace id may contain '/', which used raw would nest one fork's files inside
+// another's cleanup prefix).
+func ForkDataSegment(workspace string) string {
+	return mangle(workspace, segmentWidth) + "_" + hash8(tagSegment, workspace)
+}
+
+// ForkDataPrefix is the root of everything workspace writes into storage as a fork, with a
+// trailing '/': <storage>/__dataenv_forks/<segment>/. It sits at the storage root, never under a
+// parent's data path, because lake maintenance deletes unknown files under a lake's data path.
+func ForkDataPrefix(storageURL, workspace string) string {
+	return strings.TrimRight(storageURL, "/") + "/" + ForkDataDir + "/" + ForkDataSegment(workspace) + "/"
+}
+
+// ForkDataPath is where workspace's fork of a lake whose files live at <storage>/<dataPath>
+// writes: <storage>/__dataenv_forks/<segment>/<dataPath>.
+func ForkDataPath(storageURL, workspace, dataPath string) string {
+	return ForkDataPrefix(storageURL, workspace) + strings.TrimLeft(dataPath, "/")
+}
+
+// AncestorAlias is the DuckDB alias under which a fork attaches ancestor's namespace of lake
+// READ_ONLY: __dataenv_dl_<lake>_<ancestor>_<hash8>, at most 63 bytes, and never a suffix of
+// another alias (see the package doc).
+func AncestorAlias(lake, ancestor string) string {
+	return AliasPrefix + compact(lake, objectWidth) + "_" + compact(ancestor, workspaceWidth) + "_" +
+		hash8(tagAlias, lake, ancestor)
+}
+
+// mangle lowercases ASCII letters, replaces every other byte outside [a-z0-9] by '_' (so a
+// multi-byte character becomes several '_') and keeps the first max bytes.
+func mangle(s string, max int) string {
+	b := make([]byte, 0, min(len(s), max))
+	for i := 0; i < len(s) && len(b) < max; i++ {
+		b = append(b, mangleByte(s[i]))
+	}
+	return string(b)
+}
+
+// compact is mangle with runs of '_' collapsed and leading/trailing '_' removed; an input with
+// nothing left becomes "x".
+func compact(s string, max int) string {
+	b := make([]byte, 0, min(len(s), max))
+	for i := 0; i < len(s) && len(b) < max; i++ {
+		c := mangleByte(s[i])
+		if c == '_' && (len(b) == 0 || b[len(b)-1] == '_') {
+			continue
+		}
+		b = append(b, c)
+	}
+	if out := strings.TrimRight(string(b), "_"); out != "" {
+		return out
+	}
+	return "x" // never empty: an empty part would put "__" after the prefix
+}
+
+func mangleByte(c byte) byte {
+	switch {
+	case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		return c
+	case c >= 'A' && c <= 'Z':
+		return c + ('a' - 'A')
+	}
+	return '_'
+}
+
+// hash8 is the first 4 bytes of SHA-256 over tag and parts, each written as
+// "<decimal byte length>:<bytes>", in lowercase hex. The length prefixes make the encoding of a
+// tuple unambiguous.
+func hash8(tag string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range append([]string{tag}, parts...) {
+		h.Write([]byte(strconv.Itoa(len(p))))
+		h.Write([]byte{':'})
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:4])
+}

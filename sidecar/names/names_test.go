@@ -1,0 +1,152 @@
+package names
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var (
+	identRE   = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+	segmentRE = regexp.MustCompile(`^[a-z0-9_]+$`)
+)
+
+// Golden values: persisted state depends on them. A failure here means existing forks would lose
+// their databases, schemas or files: add a new function instead of changing these.
+func TestGoldenForkDatabase(t *testing.T) {
+	golden(t, ForkDatabase, [][3]string{
+		{"analytics", "orders", "dataenv_fork_analytics_orders_d23cc13a"},
+		{"fork-a/b", "orders", "dataenv_fork_fork_a_b_orders_1d884dbb"},
+		{"fork_a_b", "orders", "dataenv_fork_fork_a_b_orders_b004a982"},
+		{"Dev.Team", "Sales-2024", "dataenv_fork_dev_team_sales_2024_649bc4ea"},
+		{"a-very-long-workspace-identifier-for-feature-x", "a_long_datatable_name_here",
+			"dataenv_fork_a_very_long_workspace_id_a_long_datatable_37e1d93a"},
+		{"ws", "données", "dataenv_fork_ws_donn__es_1c88906f"},
+	})
+}
+
+func TestGoldenForkLakeSchema(t *testing.T) {
+	golden(t, ForkLakeSchema, [][3]string{
+		{"analytics", "main", "dataenv_fork_analytics_main_4ba62a31"},
+		{"fork-a/b", "main", "dataenv_fork_fork_a_b_main_c5561897"},
+		{"fork_a_b", "main", "dataenv_fork_fork_a_b_main_c337ef00"},
+		{"a-very-long-workspace-identifier-for-feature-x", "a_long_lake_name_here",
+			"dataenv_fork_a_very_long_workspace_id_a_long_lake_name_618bdd25"},
+	})
+}
+
+func TestGoldenAncestorAlias(t *testing.T) {
+	golden(t, AncestorAlias, [][3]string{
+		{"main", "analytics", "__dataenv_dl_main_analytics_20aae427"},
+		{"main", "fork-a/b", "__dataenv_dl_main_fork_a_b_a2eb4f29"},
+		{"__main__", "a__b", "__dataenv_dl_main_a_b_48979105"},
+		{"___", "---", "__dataenv_dl_x_x_c8f2491b"},
+	})
+}
+
+func TestGoldenForkData(t *testing.T) {
+	cases := []struct{ ws, segment, path string }{
+		{"analytics", "analytics_11b3057f", "s3://bucket/__dataenv_forks/analytics_11b3057f/lakes/main"},
+		{"fork-a/b", "fork_a_b_534d2e19", "s3://bucket/__dataenv_forks/fork_a_b_534d2e19/lakes/main"},
+		{"fork-a", "fork_a_6a8f2a82", "s3://bucket/__dataenv_forks/fork_a_6a8f2a82/lakes/main"},
+	}
+	for _, c := range cases {
+		if got := ForkDataSegment(c.ws); got != c.segment {
+			t.Errorf("ForkDataSegment(%q) = %q, golden %q", c.ws, got, c.segment)
+		}
+		if got := ForkDataPath("s3://bucket/", c.ws, "/lakes/main"); got != c.path {
+			t.Errorf("ForkDataPath(%q) = %q, golden %q", c.ws, got, c.path)
+		}
+	}
+	// A fork whose id extends a sibling's never lands inside the sibling's cleanup prefix.
+	a, ab := ForkDataPrefix("file:///d", "fork-a"), ForkDataPrefix("file:///d", "fork-a/b")
+	if strings.HasPrefix(ab, a) || strings.HasPrefix(a, ab) {
+		t.Fatalf("prefixes nest: %q %q", a, ab)
+	}
+}
+
+func golden(t *testing.T, f func(a, b string) string, cases [][3]string) {
+	t.Helper()
+	for _, c := range cases {
+		if got := f(c[0], c[1]); got != c[2] {
+			t.Errorf("(%q, %q) = %q, golden %q", c[0], c[1], got, c[2])
+		}
+	}
+}
+
+// Names that mangle alike still differ (the hash covers the unmangled inputs).
+func TestInjectiveAfterMangling(t *testing.T) {
+	pairs := [][2][2]string{
+		{{"fork-a-b", "t"}, {"fork_a_b", "t"}},
+		{{"fork-a/b", "t"}, {"fork-a_b", "t"}},
+		{{"ws", "a-b"}, {"ws", "a_b"}},
+		{{strings.Repeat("w", 30) + "1", "t"}, {strings.Repeat("w", 30) + "2", "t"}},
+		{{"ws", strings.Repeat("t", 20) + "1"}, {"ws", strings.Repeat("t", 20) + "2"}},
+		{{"a_b", "c"}, {"a", "b_c"}},
+	}
+	for _, p := range pairs {
+		for name, f := range map[string]func(a, b string) string{"ForkDatabase": ForkDatabase, "ForkLakeSchema": ForkLakeSchema, "AncestorAlias": AncestorAlias} {
+			if x, y := f(p[0][0], p[0][1]), f(p[1][0], p[1][1]); x == y {
+				t.Errorf("%s: %v and %v both give %q", name, p[0], p[1], x)
+			}
+		}
+	}
+}
+
+// checkNames asserts every property a name function promises for one input.
+func checkNames(t *testing.T, ws, obj string) {
+	for kind, n := range map[string]string{"database": ForkDatabase(ws, obj), "schema": ForkLakeSchema(ws, obj), "alias": AncestorAlias(obj, ws)} {
+		if len(n) > MaxIdentifier || !identRE.MatchString(n) {
+			t.Fatalf("%s name %q for (%q, %q): %d bytes or bad characters", kind, n, ws, obj, len(n))
+		}
+	}
+	if n := ForkDatabase(ws, obj); !strings.HasPrefix(n, ForkPrefix) || n != ForkDatabase(ws, obj) {
+		t.Fatalf("ForkDatabase(%q, %q) = %q: unstable or unprefixed", ws, obj, n)
+	}
+	a := AncestorAlias(obj, ws)
+	if !strings.HasPrefix(a, AliasPrefix) || strings.Contains(a[2:], "__") {
+		t.Fatalf("alias %q for (%q, %q) has \"__\" after its start", a, obj, ws)
+	}
+	seg := ForkDataSegment(ws)
+	if strings.ContainsAny(seg, "/.") || seg == "" || len(seg) > MaxIdentifier || !segmentRE.MatchString(seg) {
+		t.Fatalf("segment %q for %q is not one safe path component", seg, ws)
+	}
+	if p := ForkDataPath("s3://b", ws, obj); !strings.HasPrefix(p, "s3://b/"+ForkDataDir+"/"+seg+"/") {
+		t.Fatalf("data path %q for (%q, %q) escapes the fork prefix", p, ws, obj)
+	}
+}
+
+// The fuzz tests run their seed corpora as normal tests; `go test -fuzz=FuzzNames` explores.
+func FuzzNames(f *testing.F) {
+	for _, s := range [][2]string{{"", ""}, {"analytics", "orders"}, {"fork-a/b", "t"}, {"__", "__"},
+		{"ÀÉÎ", "日本"}, {strings.Repeat("x", 200), strings.Repeat("y", 200)}, {"a\x00b", "c"}, {"__dataenv_dl_x", "_y_"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, ws, obj string) { checkNames(t, ws, obj) })
+}
+
+// Two different input pairs never give the same name unless their hashes collide; and no alias
+// is a proper suffix of another.
+func FuzzInjective(f *testing.F) {
+	for _, s := range [][4]string{{"fork-a-b", "t", "fork_a_b", "t"}, {"a_b", "c", "a", "b_c"},
+		{"x", "__dataenv_dl_a_b", "a", "b"}, {"main", "ws", "main", "ws2"}, {"", "a", "a", ""}} {
+		f.Add(s[0], s[1], s[2], s[3])
+	}
+	f.Fuzz(func(t *testing.T, a1, b1, a2, b2 string) {
+		if a1 == a2 && b1 == b2 {
+			return
+		}
+		for kind, fn := range map[string]func(a, b string) string{"database": ForkDatabase, "schema": ForkLakeSchema, "alias": AncestorAlias} {
+			x, y := fn(a1, b1), fn(a2, b2)
+			if x == y {
+				t.Fatalf("%s: (%q, %q) and (%q, %q) both give %q", kind, a1, b1, a2, b2, x)
+			}
+			if kind == "alias" && (strings.HasSuffix(x, y) || strings.HasSuffix(y, x)) {
+				t.Fatalf("alias %q and %q: one is a suffix of the other", x, y)
+			}
+		}
+		if a1 != a2 && ForkDataSegment(a1) == ForkDataSegment(a2) {
+			t.Fatalf("segments of %q and %q are equal", a1, a2)
+		}
+	})
+}
