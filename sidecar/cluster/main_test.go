@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,9 @@ import (
 var control, external *testenv.Postgres
 
 func TestMain(m *testing.M) {
+	if os.Getenv(sidecarEnv) == "1" {
+		os.Exit(runSidecar()) // this test binary re-executed as a sidecar (e2e_test.go)
+	}
 	testenv.Main(m, func(ctx context.Context) error {
 		var err error
 		if control, err = testenv.StartPostgres(ctx, testenv.PGOptions{Name: "control"}); err != nil {
