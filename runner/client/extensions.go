@@ -47,8 +47,12 @@ func (c *Client) installOutside(ctx context.Context, blocks []string) error {
 		return err
 	}
 	if _, err := p.finish(ctx, resultOverheadBytes); err != nil {
-		return fmt.Errorf("install DuckDB extensions for the jailed runner (%s): %w",
+		err = fmt.Errorf("install DuckDB extensions for the jailed runner (%s): %w",
 			strings.Join(todo, "; "), err)
+		if missing := extension.Check(c.cfg.ExtensionDir); missing != nil {
+			err = fmt.Errorf("%w\n%w", missing, err)
+		}
+		return err
 	}
 	return nil
 }

@@ -11,7 +11,11 @@ import (
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
-var runnerPath string
+var (
+	runnerPath string
+	pg         *testenv.Postgres
+	s3         *testenv.S3
+)
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(ctx context.Context) error {
@@ -21,6 +25,12 @@ func TestMain(m *testing.M) {
 		}
 		testenv.RegisterCleanup("dataenv-runner build", func(context.Context) error { remove(); return nil })
 		runnerPath = path
+		if pg, err = testenv.StartPostgres(ctx, testenv.PGOptions{Name: "runner-client"}); err != nil {
+			return err
+		}
+		if s3, err = testenv.StartS3(ctx); err != nil {
+			return err
+		}
 		// The runner honours test hooks only with this in the environment the client passes on.
 		return os.Setenv(protocol.EnvTestHooks, "1")
 	})

@@ -61,22 +61,28 @@ func (c *collector) query(ctx context.Context, conn *sql.Conn, block int, text s
 // forget gives back the budget of a result that is not kept (collect last only).
 func (c *collector) forget(res *protocol.Result) {
 	for _, row := range res.Rows {
-		for _, v := range row {
-			c.used -= int64(len(v)) + 1
-		}
+		c.used -= rowSize(row)
 	}
 }
 
 func encodeRow(vals []any, cols []protocol.Column) ([]json.RawMessage, int64, error) {
 	row := make([]json.RawMessage, len(vals))
-	var size int64
 	for i, v := range vals {
 		b, err := json.Marshal(jsonValue(v, cols[i].Type))
 		if err != nil {
 			return nil, 0, fmt.Errorf("column %q: %w", cols[i].Name, err)
 		}
 		row[i] = b
-		size += int64(len(b)) + 1
 	}
-	return row, size, nil
+	return row, rowSize(row), nil
+}
+
+// rowSize is what a row adds to the result's JSON: its values, the commas between them, its
+// brackets and the comma after it. The limit then bounds the result file, not just the values.
+func rowSize(row []json.RawMessage) int64 {
+	size := int64(len(row)) + 2
+	for _, v := range row {
+		size += int64(len(v))
+	}
+	return size
 }
