@@ -95,10 +95,7 @@ func TestSecretsAreNotReadableByUsers(t *testing.T) {
 // TestLibpqEnvironmentRunsPgDump: the env for libpq tools reaches the database (pg_dump).
 func TestLibpqEnvironmentRunsPgDump(t *testing.T) {
 	t.Parallel()
-	pgDump, err := exec.LookPath("pg_dump")
-	if err != nil {
-		pgDump = "/usr/lib/postgresql/15/bin/pg_dump"
-	}
+	pgDump := pgDumpPath()
 	f := newFixture(t)
 	f.setup()
 	db := f.prefix + "dumped"
