@@ -1,0 +1,37 @@
+package lake
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestSplitStatements(t *testing.T) {
+	sql := "SELECT 'a;b'; -- c;d\nSELECT \"x;\" FROM t /* ; */; SELECT $$;$$;;  \n"
+	got := SplitStatements(sql)
+	want := []string{"SELECT 'a;b'", " -- c;d\nSELECT \"x;\" FROM t /* ; */", " SELECT $$;$$"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestParseAttach(t *testing.T) {
+	a, ok, err := ParseAttach(" attach database if not exists 'ducklake://main' AS \"Dl\" (METADATA_SCHEMA 'public', read_only, DATA_PATH 's3://x/''y')")
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	want := &Attach{IfNotExists: true, Path: "ducklake://main", Alias: "Dl", Options: []Option{
+		{"METADATA_SCHEMA", "'public'"}, {"READ_ONLY", ""}, {"DATA_PATH", "'s3://x/''y'"}}}
+	if !reflect.DeepEqual(a, want) {
+		t.Fatalf("got %+v\nwant %+v", a, want)
+	}
+	if _, ok, _ := ParseAttach("SELECT 1"); ok {
+		t.Fatal("SELECT parsed as ATTACH")
+	}
+	if _, _, err := ParseAttach("ATTACH 'ducklake://x' AS"); err == nil {
+		t.Fatal("missing alias accepted")
+	}
+	got := Render(false, "ducklake:postgres:dbname=x", "dl", withoutOptions(a.Options, "DATA_PATH", "METADATA_SCHEMA"))
+	if got != `ATTACH 'ducklake:postgres:dbname=x' AS "dl" (READ_ONLY)` {
+		t.Fatal(got)
+	}
+}

@@ -1,0 +1,227 @@
+// Package lakes_test proves storages, lakes, the ducklake:// resolver, run and materialize, and
+// the lake side of forks end to end: SQL in a real control database, the real dataenv sidecar,
+// the real dataenv-runner with the DuckLake extension, a catalog in a harness Postgres, data on a
+// local directory and on a real S3 server.
+package lakes_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/runner/client"
+	"github.com/dataenv/dataenv/runner/runnertest"
+	"github.com/dataenv/dataenv/sidecar/sidecartest"
+	"github.com/dataenv/dataenv/tests/testenv"
+)
+
+var (
+	pg         *testenv.Postgres
+	s3         *testenv.S3
+	runnerPath string
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, func(ctx context.Context) error {
+		var err error
+		if pg, err = testenv.StartPostgres(ctx, testenv.PGOptions{Name: "control"}); err != nil {
+			return err
+		}
+		if s3, err = testenv.StartS3(ctx); err != nil {
+			return err
+		}
+		path, remove, err := runnertest.Build(ctx)
+		if err != nil {
+			return err
+		}
+		testenv.RegisterCleanup("runner binary", func(context.Context) error { remove(); return nil })
+		runnerPath = path
+		os.Setenv(client.EnvRunnerPath, path)
+		_, err = sidecartest.Binary()
+		return err
+	})
+}
+
+
+// env is one test's installation: a control database with dataenv installed, a catalog database
+// registered through the instance cluster, and (optionally) a running sidecar.
+type env struct {
+	t       *testing.T
+	dsn     string
+	conn    *pgx.Conn
+	catalog string
+	sidecar *sidecartest.Process
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	db := pg.CreateDatabase(t)
+	e := &env{t: t, dsn: pg.DSN(db)}
+	sidecartest.Install(t, e.dsn)
+	e.conn = pg.Connect(t, db)
+	ensureWorkspacesTable(t, e.conn)
+	e.catalog = pg.CreateDatabase(t)
+	t.Cleanup(func() { dropSlot(e.conn) })
+	return e
+}
+
+// startSidecar starts the real sidecar on the env's control database.
+func (e *env) startSidecar(extra ...string) {
+	e.t.Helper()
+	e.sidecar = sidecartest.Start(e.t, sidecartest.Options{DSN: e.dsn,
+		Env: append([]string{client.EnvRunnerPath + "=" + runnerPath, "DATAENV_JOB_ISOLATION=plain"}, extra...)})
+}
+
+// ensureWorkspacesTable stands in for the workspaces area's table while it is not installed
+// (its migration provides dataenv.workspaces(id, parent, is_fork) with the same columns).
+func ensureWorkspacesTable(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	mustExec(t, conn, `CREATE TABLE IF NOT EXISTS dataenv.workspaces (
+		id text PRIMARY KEY, parent text REFERENCES dataenv.workspaces (id) ON DELETE SET NULL,
+		is_fork boolean NOT NULL DEFAULT false)`)
+}
+
+// workspace creates a workspace (a fork when parent is not empty), through the workspaces
+// area's API when installed.
+func (e *env) workspace(id, parent string, sharedLakes ...string) {
+	e.t.Helper()
+	if parent == "" {
+		mustExec(e.t, e.conn, `INSERT INTO dataenv.workspaces (id) VALUES ($1)`, id)
+		return
+	}
+	mustExec(e.t, e.conn, `INSERT INTO dataenv.workspaces (id, parent, is_fork) VALUES ($1, $2, true)`, id, parent)
+	if sharedLakes == nil {
+		sharedLakes = []string{}
+	}
+	mustExec(e.t, e.conn, `SELECT dataenv.stamp_fork_lakes($1, $2, $3)`, parent, id, sharedLakes)
+}
+
+func mustExec(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func execErr(t testing.TB, conn *pgx.Conn, sql string, args ...any) string {
+	t.Helper()
+	_, err := conn.Exec(context.Background(), sql, args...)
+	if err == nil {
+		t.Fatalf("%s: no error", sql)
+	}
+	return err.Error()
+}
+
+func dropSlot(conn *pgx.Conn) {
+	ctx := context.Background()
+	for range 50 {
+		_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active_pid IS NOT NULL`)
+		_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name()`)
+		if err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// jobResult is the result of a run request.
+type jobResult struct {
+	Columns []struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	} `json:"columns"`
+	Rows      [][]json.RawMessage `json:"rows"`
+	Truncated bool                `json:"truncated"`
+}
+
+// rowsText renders rows as "a,b;c,d" for comparisons.
+func (r jobResult) rowsText() string {
+	var rows []string
+	for _, row := range r.Rows {
+		var cells []string
+		for _, c := range row {
+			cells = append(cells, strings.Trim(string(c), `"`))
+		}
+		rows = append(rows, strings.Join(cells, ","))
+	}
+	return strings.Join(rows, ";")
+}
+
+// request waits for the request and returns its row.
+func (e *env) wait(id uuid.UUID) sidecartest.Row {
+	e.t.Helper()
+	return sidecartest.Wait(e.t, e.conn, id, 120*time.Second)
+}
+
+// run runs sql in workspace and returns the result; the request must succeed.
+func (e *env) run(workspace, sql string) jobResult {
+	e.t.Helper()
+	row := e.runRow(workspace, sql)
+	if row.Status != "succeeded" {
+		e.t.Fatalf("run in %s: %s: %v\nSQL: %s", workspace, row.Status, deref(row.Error), sql)
+	}
+	var r jobResult
+	if err := json.Unmarshal(row.Result, &r); err != nil {
+		e.t.Fatalf("result %s: %v", row.Result, err)
+	}
+	return r
+}
+
+func (e *env) runRow(workspace, sql string) sidecartest.Row {
+	e.t.Helper()
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.run($1, $2)`, workspace, sql).Scan(&id); err != nil {
+		e.t.Fatalf("dataenv.run: %v", err)
+	}
+	return e.wait(id)
+}
+
+// materialize writes query to target in workspace; the request must succeed.
+func (e *env) materialize(workspace, target, query, strategy string) map[string]any {
+	e.t.Helper()
+	row := e.materializeRow(workspace, target, query, strategy)
+	if row.Status != "succeeded" {
+		e.t.Fatalf("materialize %s in %s: %s: %v", target, workspace, row.Status, deref(row.Error))
+	}
+	var out map[string]any
+	_ = json.Unmarshal(row.Result, &out)
+	return out
+}
+
+func (e *env) materializeRow(workspace, target, query, strategy string) sidecartest.Row {
+	e.t.Helper()
+	var id uuid.UUID
+	err := e.conn.QueryRow(context.Background(), `SELECT dataenv.materialize($1, $2, $3, $4)`,
+		workspace, target, query, strategy).Scan(&id)
+	if err != nil {
+		e.t.Fatalf("dataenv.materialize: %v", err)
+	}
+	return e.wait(id)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+func queryString(t testing.TB, conn *pgx.Conn, sql string, args ...any) string {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return s
+}
+
+func lakePrefix(t testing.TB) string { return strings.ToLower(strings.TrimRight(pg.NamePrefix(t), "_")) }
+
+var _ = fmt.Sprintf
