@@ -157,7 +157,12 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 			sql += " TEMPLATE " + ident(opts.Template)
 		}
 		if _, err := conn.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("create database %q on cluster %q: %w", name, l.cluster.Name, err)
+			err = fmt.Errorf("create database %q on cluster %q: %w", name, l.cluster.Name, err)
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55006" { // the template is in use: try again later
+				return retryable(err)
+			}
+			return err
 		}
 	}
 	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+ident(staging)+" IS "+quoteLiteral(marker)); err != nil {

@@ -12,6 +12,8 @@
 //	    l.Cluster()                                       // configuration read under the lock
 //	    l.Control()                                       // the control connection holding the lock
 //	    conn, err := l.Connect(ctx, "db")                 // admin connection to a database
+//	    app, err := l.ConnectApp(ctx, "db")               // as the managed application role
+//	    cfg, err := l.AppConnConfig(ctx, "db")            // its pgx config (carries the password)
 //	    lp, err := l.Libpq("db")                          // env for pg_dump/psql; defer lp.Close()
 //	    out, err := l.CreateMarkedDatabase(ctx, "dataenv_fork_x", cluster.CreateOptions{
 //	        Request: req.ID, Template: "parent_db", ForWorkspace: "ws"})

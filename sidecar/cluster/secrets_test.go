@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
@@ -100,8 +101,18 @@ func TestLibpqEnvironmentRunsPgDump(t *testing.T) {
 	f.setup()
 	db := f.prefix + "dumped"
 	f.mustRun(cluster.KindCreateDatabase, dbArgs(f, db))
-	appPW := queryString(t, f.sql, `SELECT app_password FROM dataenv.cluster_secrets WHERE cluster = $1`, f.name)
-	mustExec(t, external.ConnectAs(t, f.appRole, appPW, db), `CREATE TABLE public.t (id int)`)
+	err := f.admin.WithLifecycleLock(f.ctx, f.name, nil, func(ctx context.Context, l *cluster.Locked) error {
+		conn, err := l.ConnectApp(ctx, db)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, `CREATE TABLE public.t (id int)`)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("as the application role: %v", err)
+	}
 	lp, err := f.admin.Libpq(f.ctx, f.name, db)
 	if err != nil {
 		t.Fatal(err)
