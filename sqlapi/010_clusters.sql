@@ -357,6 +357,38 @@ COMMENT ON FUNCTION dataenv.managed_database_uses(text, text) IS
 -- Request kinds: validators
 -- ---------------------------------------------------------------------------------------------
 
+-- Cluster requests change what exists on clusters: only dataenv administrators may make them,
+-- whether through the functions below or a plain INSERT INTO dataenv.requests (which dataenv_user
+-- may do for other kinds). The sidecar checks requested_by again with the same function.
+CREATE OR REPLACE FUNCTION dataenv.is_dataenv_admin(role name) RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (
+        SELECT FROM pg_catalog.pg_roles r
+         WHERE r.rolname = role
+           AND (r.rolsuper
+                OR pg_catalog.pg_has_role(r.oid, 'dataenv_admin', 'MEMBER')
+                OR pg_catalog.pg_has_role(r.oid, (SELECT n.nspowner FROM pg_catalog.pg_namespace n
+                                                   WHERE n.nspname = 'dataenv'), 'MEMBER')))
+$$;
+COMMENT ON FUNCTION dataenv.is_dataenv_admin(name) IS
+    'True for superusers, members of dataenv_admin and members of the dataenv schema''s owner: the roles that may make cluster requests.';
+
+-- Internal: raises unless the current user may make cluster requests.
+CREATE OR REPLACE FUNCTION dataenv.require_dataenv_admin(kind text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT dataenv.is_dataenv_admin(current_user) THEN
+        RAISE EXCEPTION '%: permission denied: cluster requests need membership in dataenv_admin', kind
+            USING ERRCODE = '42501';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dataenv.require_dataenv_admin(text) IS 'Internal: raises unless the current user is a dataenv administrator.';
+
 -- Internal: raises on keys outside allowed and on missing or non-string required keys.
 CREATE OR REPLACE FUNCTION dataenv.check_request_keys(kind text, args jsonb, required text[], optional text[] DEFAULT '{}')
 RETURNS void
@@ -398,10 +430,11 @@ COMMENT ON FUNCTION dataenv.check_cluster_ready(text, dataenv.clusters) IS
     'Internal: raises unless the last successful setup of the cluster was for its current host:port.';
 
 CREATE OR REPLACE FUNCTION dataenv.validate_setup_cluster(args jsonb) RETURNS void
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM dataenv.require_dataenv_admin('setup_cluster');
     PERFORM dataenv.check_request_keys('setup_cluster', args, ARRAY['cluster']);
     PERFORM dataenv.require_cluster('setup_cluster', args->>'cluster');
 END
@@ -409,17 +442,18 @@ $$;
 COMMENT ON FUNCTION dataenv.validate_setup_cluster(jsonb) IS 'Validates the args of a setup_cluster request.';
 
 CREATE OR REPLACE FUNCTION dataenv.validate_create_database(args jsonb) RETURNS void
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c dataenv.clusters;
 BEGIN
+    PERFORM dataenv.require_dataenv_admin('create_database');
     PERFORM dataenv.check_request_keys('create_database', args, ARRAY['cluster', 'name']);
     c := dataenv.require_cluster('create_database', args->>'cluster');
     PERFORM dataenv.check_name('database', args->>'name');
     PERFORM dataenv.check_cluster_ready('create_database', c);
-    IF EXISTS (SELECT FROM dataenv.managed_databases d WHERE d.cluster = c.name AND d.name = args->>'name') THEN
+    IF EXISTS (SELECT FROM dataenv.managed_database_list d WHERE d.cluster = c.name AND d.name = args->>'name') THEN
         RAISE EXCEPTION 'create_database: database % already exists on cluster %', to_json(args->>'name')::text, to_json(c.name)::text
             USING ERRCODE = '42P04';
     END IF;
@@ -428,19 +462,20 @@ $$;
 COMMENT ON FUNCTION dataenv.validate_create_database(jsonb) IS 'Validates the args of a create_database request.';
 
 CREATE OR REPLACE FUNCTION dataenv.validate_drop_database(args jsonb) RETURNS void
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c dataenv.clusters;
 BEGIN
+    PERFORM dataenv.require_dataenv_admin('drop_database');
     PERFORM dataenv.check_request_keys('drop_database', args, ARRAY['cluster', 'name'], ARRAY['terminate_sessions']);
     c := dataenv.require_cluster('drop_database', args->>'cluster');
     PERFORM dataenv.check_name('database', args->>'name');
     IF args ? 'terminate_sessions' AND jsonb_typeof(args->'terminate_sessions') <> 'boolean' THEN
         RAISE EXCEPTION 'drop_database: terminate_sessions must be a boolean' USING ERRCODE = '22023';
     END IF;
-    IF NOT EXISTS (SELECT FROM dataenv.managed_databases d WHERE d.cluster = c.name AND d.name = args->>'name') THEN
+    IF NOT EXISTS (SELECT FROM dataenv.managed_database_list d WHERE d.cluster = c.name AND d.name = args->>'name') THEN
         RAISE EXCEPTION 'drop_database: database % on cluster % was not created by dataenv', to_json(args->>'name')::text, to_json(c.name)::text
             USING ERRCODE = '42501', DETAIL = 'dataenv drops only databases recorded in dataenv.managed_database_list.';
     END IF;
@@ -449,12 +484,13 @@ $$;
 COMMENT ON FUNCTION dataenv.validate_drop_database(jsonb) IS 'Validates the args of a drop_database request.';
 
 CREATE OR REPLACE FUNCTION dataenv.validate_create_datatable_role(args jsonb) RETURNS void
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c dataenv.clusters;
 BEGIN
+    PERFORM dataenv.require_dataenv_admin('create_datatable_role');
     PERFORM dataenv.check_request_keys('create_datatable_role', args, ARRAY['cluster', 'role'], ARRAY['description']);
     c := dataenv.require_cluster('create_datatable_role', args->>'cluster');
     PERFORM dataenv.check_name('role', args->>'role');
@@ -465,7 +501,7 @@ BEGIN
         RAISE EXCEPTION 'create_datatable_role: description is longer than 1000 bytes' USING ERRCODE = '22023';
     END IF;
     PERFORM dataenv.check_cluster_ready('create_datatable_role', c);
-    IF EXISTS (SELECT FROM dataenv.datatable_roles r WHERE r.cluster = c.name AND r.role = args->>'role') THEN
+    IF EXISTS (SELECT FROM dataenv.datatable_role_list r WHERE r.cluster = c.name AND r.role = args->>'role') THEN
         RAISE EXCEPTION 'create_datatable_role: role % already exists on cluster %', to_json(args->>'role')::text, to_json(c.name)::text
             USING ERRCODE = '42710';
     END IF;
@@ -474,16 +510,17 @@ $$;
 COMMENT ON FUNCTION dataenv.validate_create_datatable_role(jsonb) IS 'Validates the args of a create_datatable_role request.';
 
 CREATE OR REPLACE FUNCTION dataenv.validate_drop_datatable_role(args jsonb) RETURNS void
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c dataenv.clusters;
 BEGIN
+    PERFORM dataenv.require_dataenv_admin('drop_datatable_role');
     PERFORM dataenv.check_request_keys('drop_datatable_role', args, ARRAY['cluster', 'role']);
     c := dataenv.require_cluster('drop_datatable_role', args->>'cluster');
     PERFORM dataenv.check_name('role', args->>'role');
-    IF NOT EXISTS (SELECT FROM dataenv.datatable_roles r WHERE r.cluster = c.name AND r.role = args->>'role') THEN
+    IF NOT EXISTS (SELECT FROM dataenv.datatable_role_list r WHERE r.cluster = c.name AND r.role = args->>'role') THEN
         RAISE EXCEPTION 'drop_datatable_role: role % on cluster % was not created by dataenv', to_json(args->>'role')::text, to_json(c.name)::text
             USING ERRCODE = '42501';
     END IF;
@@ -593,3 +630,6 @@ GRANT EXECUTE ON FUNCTION
     dataenv.managed_database_uses(text, text)
   TO dataenv_admin;
 GRANT EXECUTE ON FUNCTION dataenv.check_name(text, text) TO dataenv_user, dataenv_admin;
+-- The validators run as the inserting user: dataenv_admin reaches the cluster row through
+-- require_cluster (SECURITY DEFINER); everyone else is stopped by require_dataenv_admin first.
+GRANT EXECUTE ON FUNCTION dataenv.require_cluster(text, text) TO dataenv_admin;

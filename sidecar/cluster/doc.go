@@ -119,6 +119,13 @@
 // checked by a separate, internal rule. Every identifier reaches SQL through
 // pgx.Identifier{}.Sanitize().
 //
+// # Who may ask
+//
+// Cluster requests are an administrator's: the SQL functions are granted to dataenv_admin only,
+// the kinds' validators refuse a plain INSERT INTO dataenv.requests by anyone else
+// (dataenv.is_dataenv_admin: superusers, members of dataenv_admin or of the schema owner), and
+// every handler checks the request's requested_by with the same function before acting.
+//
 // # Errors
 //
 // Refusals (guards that held, bad names) are *RefusedError (IsRefused) and are not retried;

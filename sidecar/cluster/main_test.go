@@ -162,7 +162,8 @@ func (f *fixture) runID(id uuid.UUID, kind string, args map[string]any) (any, er
 	}
 	raw, _ := json.Marshal(args)
 	rec := &recorder{}
-	res, err := h.Handle(f.ctx, &request.Request{ID: id, Kind: kind, Args: raw, Status: request.Running, Attempts: 1}, rec)
+	res, err := h.Handle(f.ctx, &request.Request{ID: id, Kind: kind, Args: raw, Status: request.Running, Attempts: 1,
+		RequestedBy: control.SuperUser}, rec)
 	return res, err, rec
 }
 
@@ -277,7 +278,8 @@ type request_step = request.Step
 
 func newRequest(kind string, args map[string]any) *request.Request {
 	raw, _ := json.Marshal(args)
-	return &request.Request{ID: uuid.New(), Kind: kind, Args: raw, Status: request.Running, Attempts: 1}
+	return &request.Request{ID: uuid.New(), Kind: kind, Args: raw, Status: request.Running, Attempts: 1,
+		RequestedBy: control.SuperUser}
 }
 
 func mustExec(t *testing.T, conn *pgx.Conn, sql string, args ...any) {

@@ -90,6 +90,22 @@ func TestSecretsAreNotReadableByUsers(t *testing.T) {
 		if group == "dataenv_admin" && err != nil {
 			t.Fatalf("dataenv_admin could not register a cluster: %v", err)
 		}
+		// Cluster requests are an administrator's, even through a plain INSERT.
+		_, err = conn.Exec(f.ctx, `INSERT INTO dataenv.requests (kind, args) VALUES ('setup_cluster', jsonb_build_object('cluster', $1::text))`, f.name)
+		if group == "dataenv_user" && (err == nil || !strings.Contains(err.Error(), "permission denied")) {
+			t.Fatalf("dataenv_user inserted a cluster request: %v", err)
+		}
+		if group == "dataenv_admin" && err != nil {
+			t.Fatalf("dataenv_admin could not insert a cluster request: %v", err)
+		}
+		// The sidecar checks the requester again.
+		h, _ := f.reg.Lookup(cluster.KindSetupCluster)
+		req := newRequest(cluster.KindSetupCluster, map[string]any{"cluster": f.name})
+		req.RequestedBy = user
+		_, err = h.Handle(f.ctx, req, &recorder{})
+		if group == "dataenv_user" && !cluster.IsRefused(err) {
+			t.Fatalf("the handler accepted a request of a dataenv_user: %v", err)
+		}
 	}
 }
 
