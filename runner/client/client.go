@@ -33,9 +33,16 @@ func (c *Client) Config() Config { return c.cfg }
 // Run runs job in a runner process of its own and returns its rows. Cancelling ctx kills the
 // runner's whole process group. Errors: *JobError (DuckDB refused the SQL), *CrashError (the
 // runner died: the signal is named), *SpillError (the watchdog stopped it),
-// ErrResultSymlink, or the context's error.
+// ErrResultSymlink, or the context's error (context.Canceled, or context.DeadlineExceeded
+// when Job.Timeout passed).
 func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 	start := time.Now()
+	if job.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, job.Timeout,
+			fmt.Errorf("the job ran longer than its timeout of %s", job.Timeout))
+		defer cancel()
+	}
 	mode, err := resolve(job.Isolation, c.cfg.Isolation)
 	if err != nil {
 		return nil, err
@@ -65,11 +72,13 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 	req.ExtensionDirectory = c.extDirInside(mode)
 	req.TempDirectory = p.work.spillInside()
 	req.ResultPath = p.work.resultInside()
-	if err := p.send(req); err != nil {
-		p.kill()
-		return nil, err
-	}
+	// A runner that could not take its job (a jail that failed to start, say) has exited or
+	// is exiting: finish reports how, with its stderr.
+	sendErr := p.send(req)
 	resp, err := p.finish(ctx, req.MaxResultBytes+resultOverheadBytes)
+	if err != nil && sendErr != nil {
+		err = fmt.Errorf("%w (%v)", err, sendErr)
+	}
 	c.cfg.Logger.Debug("duckdb job", "isolation", mode, "warm", warm, "duration", time.Since(start), "error", err)
 	if err != nil {
 		return nil, err

@@ -50,8 +50,8 @@ func TestCredentialsNeverInArgvOrEnvironment(t *testing.T) {
 	const secret = "s3cr3t-key-9f8e7d"
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			c, _ := newClient(t, client.Config{Isolation: mode, WarmSpare: mode == client.IsolationJailed})
-			job := started(t, c, client.Job{Blocks: []string{
+			c, root := newClient(t, client.Config{Isolation: mode, WarmSpare: mode == client.IsolationJailed})
+			job := started(t, c, root, client.Job{Blocks: []string{
 				"CREATE SECRET s3 (TYPE s3, KEY_ID 'AKIAEXAMPLE', SECRET '" + secret + "')", longQuery,
 			}, Args: map[string]any{"token": secret}})
 			defer job.stop()

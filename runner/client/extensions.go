@@ -42,11 +42,11 @@ func (c *Client) installOutside(ctx context.Context, blocks []string) error {
 	defer p.work.remove()
 	req := &protocol.Request{Mode: protocol.ModeInstall, Blocks: todo,
 		ExtensionDirectory: c.cfg.ExtensionDir, ResultPath: p.work.resultInside()}
-	if err := p.send(req); err != nil {
-		p.kill()
-		return err
-	}
+	sendErr := p.send(req)
 	if _, err := p.finish(ctx, resultOverheadBytes); err != nil {
+		if sendErr != nil {
+			err = fmt.Errorf("%w (%v)", err, sendErr)
+		}
 		err = fmt.Errorf("install DuckDB extensions for the jailed runner (%s): %w",
 			strings.Join(todo, "; "), err)
 		if missing := extension.Check(c.cfg.ExtensionDir); missing != nil {

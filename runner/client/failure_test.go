@@ -48,7 +48,7 @@ func TestCancelKillsTheWholeGroup(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
 			c, root := newClient(t, client.Config{Isolation: mode})
-			job := started(t, c, client.Job{Blocks: []string{longQuery}})
+			job := started(t, c, root, client.Job{Blocks: []string{longQuery}})
 			pgid, members := job.pgid, job.members
 			if mode == client.IsolationJailed && len(members) < 2 {
 				t.Fatalf("group %d: %v; want the wrapper and the runner", pgid, members)
@@ -68,6 +68,16 @@ func TestCancelKillsTheWholeGroup(t *testing.T) {
 			assertEmptyDir(t, root)
 		})
 	}
+}
+
+// A job past its timeout is stopped the same way, with an error that says so.
+func TestTimeoutStopsTheJob(t *testing.T) {
+	c, root := newClient(t, client.Config{Isolation: client.IsolationJailed})
+	_, err := c.Run(context.Background(), client.Job{Blocks: []string{longQuery}, Timeout: 300 * time.Millisecond})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timeout of 300ms") {
+		t.Fatalf("error %v; want the timeout", err)
+	}
+	assertEmptyDir(t, root)
 }
 
 func isZombie(pid int) bool {
@@ -126,7 +136,7 @@ func TestRunnerCrashIsAClearErrorAndTheNextJobRuns(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode)+"/SIGKILL", func(t *testing.T) {
 			c, root := newClient(t, client.Config{Isolation: mode})
-			job := started(t, c, client.Job{Blocks: []string{"CREATE TABLE t AS SELECT 1 AS x", longQuery}})
+			job := started(t, c, root, client.Job{Blocks: []string{"CREATE TABLE t AS SELECT 1 AS x", longQuery}})
 			for _, p := range job.members {
 				if p.isRunner() {
 					syscall.Kill(p.pid, syscall.SIGKILL)

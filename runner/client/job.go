@@ -21,6 +21,8 @@ type Job struct {
 	MaxResultBytes int64
 	// CollectLastOnly keeps only the last block's rows.
 	CollectLastOnly bool
+	// Timeout, when positive, stops the job (its whole process group) after this long.
+	Timeout time.Duration
 	// Isolation overrides Config.Isolation for this job.
 	Isolation Isolation
 	// Started, when set, is called with the runner's process-group id once it runs.

@@ -125,7 +125,7 @@ func (p *process) send(req *protocol.Request) error {
 // finish waits for the runner, or kills its group when ctx ends first, and turns what happened
 // into the job's response or an error.
 func (p *process) finish(ctx context.Context, maxResult int64) (*protocol.Response, error) {
-	stop := context.AfterFunc(ctx, func() { p.cancel(context.Cause(ctx)) })
+	stop := context.AfterFunc(ctx, func() { p.cancel(causeOf(ctx)) })
 	defer stop()
 	<-p.done
 	if cause := context.Cause(p.ctx); cause != nil {
@@ -150,6 +150,16 @@ func (p *process) finish(ctx context.Context, maxResult int64) (*protocol.Respon
 		return resp, &JobError{Block: resp.ErrorBlock, Message: resp.Error}
 	}
 	return resp, nil
+}
+
+// causeOf is ctx's cause wrapping ctx.Err(), so errors.Is(err, context.Canceled) and
+// errors.Is(err, context.DeadlineExceeded) hold however the cause was set.
+func causeOf(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, ctx.Err()) {
+		return cause
+	}
+	return fmt.Errorf("%w: %w", ctx.Err(), cause)
 }
 
 // crash reports a runner killed by a signal or ending with a status that means no result: 2

@@ -76,9 +76,12 @@ func (r *running) stop() error {
 	return r.wait()
 }
 
-// started runs job (a long one) in the background and returns once the runner process is up.
-func started(t *testing.T, c *client.Client, job client.Job) *running {
+// started runs job (a long one) in the background and returns once its last block is running:
+// a marker block ahead of it writes started.csv into the job's work directory under root.
+func started(t *testing.T, c *client.Client, root string, job client.Job) *running {
 	t.Helper()
+	job.Blocks = append(append(append([]string(nil), job.Blocks[:len(job.Blocks)-1]...),
+		"COPY (SELECT 1 AS started) TO 'started.csv'"), job.Blocks[len(job.Blocks)-1])
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	var pgid int
@@ -96,14 +99,10 @@ func started(t *testing.T, c *client.Client, job client.Job) *running {
 		stop()
 		t.Fatalf("job ended before it started: %v", err)
 	}
-	eventually(t, 30*time.Second, "the runner process is running", func() bool {
-		members = group(pgid)
-		for _, p := range members {
-			if p.isRunner() {
-				return true
-			}
-		}
-		return false
+	eventually(t, 30*time.Second, "the job's last block is running", func() bool {
+		markers, _ := filepath.Glob(filepath.Join(root, "job-*", "started.csv"))
+		return len(markers) > 0
 	})
+	members = group(pgid)
 	return &running{pgid: pgid, members: members, cancel: stop, errCh: errCh}
 }

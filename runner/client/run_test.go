@@ -77,8 +77,8 @@ func TestEnvironmentClearedAndOOMScoreRaised(t *testing.T) {
 	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:9")
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			c, _ := newClient(t, client.Config{Isolation: mode, OOMScoreAdj: 777})
-			job := started(t, c, client.Job{Blocks: []string{longQuery}})
+			c, root := newClient(t, client.Config{Isolation: mode, OOMScoreAdj: 777})
+			job := started(t, c, root, client.Job{Blocks: []string{longQuery}})
 			defer job.stop()
 			pgid := job.pgid
 			eventually(t, 10*time.Second, "every group member has oom_score_adj 777", func() bool {
