@@ -31,15 +31,17 @@ todo="$(missing)"
 echo "install-extensions: installing $todo into $DEST"
 mkdir -p "$DEST"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
 
 # 1. DuckDB's own INSTALL, bounded in time: offline it fails fast or hangs on the network.
 if command -v go >/dev/null; then
   # shellcheck disable=SC2086
   if (cd "$HERE" && timeout 180 go run ./runner/cmd/dataenv-runner install \
-        --extension-dir "$ROOT" $todo) >/tmp/dataenv-install-extensions.log 2>&1; then
+        --extension-dir "$ROOT" $todo) >"$TMP/install.log" 2>&1; then
     todo="$(missing)"
   else
-    echo "install-extensions: DuckDB's INSTALL failed (no access to its extension repository?); using PyPI"
+    echo "install-extensions: DuckDB's INSTALL failed ($(grep -o 'ERROR [^)]*' "$TMP/install.log" | head -1 || true)); using PyPI"
   fi
 fi
 [[ -z "$todo" ]] && { echo "install-extensions: done"; exit 0; }
@@ -48,8 +50,6 @@ fi
 #    duckdb_extension_<name>/extensions/v<version>/<name>.duckdb_extension.
 PIP="$(command -v pip3 || command -v pip || true)"
 [[ -z "$PIP" ]] && { echo "install-extensions: need pip (apt-get install python3-pip) or network access to DuckDB's repository" >&2; exit 1; }
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
 pkgs=()
 for n in $todo; do pkgs+=("duckdb-extension-${n//_/-}==$VERSION"); done
 "$PIP" download --quiet --no-deps --only-binary=:all: --platform "$WHEEL_PLATFORM" \
