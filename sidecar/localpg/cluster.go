@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,8 +51,9 @@ type Cluster struct {
 	exited chan struct{}
 	guard  *procguard.Guard
 
-	stopOnce sync.Once
-	stopErr  error
+	stopOnce  sync.Once
+	stopErr   error
+	isStopped atomic.Bool
 }
 
 // Host is the address the server listens on.

@@ -105,3 +105,43 @@ func mustExec(t *testing.T, dsn, sql string) {
 		t.Fatal(err)
 	}
 }
+
+func TestRestartAndCrashKeepPortAndData(t *testing.T) {
+	ctx := context.Background()
+	c, err := Start(ctx, Config{Name: "restart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(ctx) })
+	port := c.Port()
+	mustExec(t, c.DSN("postgres"), "CREATE TABLE kept(x int); INSERT INTO kept VALUES (7); CHECKPOINT")
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.Port() != port {
+		t.Fatalf("port changed from %d to %d", port, c.Port())
+	}
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x int
+	err = conn.QueryRow(ctx, "SELECT x FROM kept").Scan(&x)
+	conn.Close(ctx)
+	if err != nil || x != 7 {
+		t.Fatalf("after restart and crash: x=%d err=%v", x, err)
+	}
+	pid := c.PID()
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Fatalf("postmaster %d alive after Stop", pid)
+	}
+	if err := c.Restart(ctx); err == nil {
+		t.Fatal("Restart after Stop succeeded")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -124,15 +125,7 @@ func (c *Cluster) spawn(ctx context.Context, port int) error {
 func (c *Cluster) stopThrowaway(ctx context.Context) error {
 	var errs []error
 	if c.cmd != nil {
-		_ = c.cmd.Process.Signal(syscall.SIGINT)
-		wait, cancel := context.WithTimeout(ctx, 30*time.Second)
-		select {
-		case <-c.exited:
-		case <-wait.Done():
-			errs = append(errs, fmt.Errorf("localpg: fast shutdown did not finish, killing: %w", wait.Err()))
-			c.killServer()
-		}
-		cancel()
+		errs = append(errs, c.shutdownChild(ctx, syscall.SIGINT))
 	}
 	errs = append(errs, os.RemoveAll(c.Dir))
 	if c.SocketDir != filepath.Join(c.Dir, "sock") {
@@ -145,19 +138,96 @@ func (c *Cluster) stopThrowaway(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// killServer SIGKILLs the postmaster's process group and waits for the postmaster to exit.
+// killServer SIGKILLs the postmaster and its children and waits until they are gone. Backends
+// run in sessions of their own (postgres calls setsid in each child), so the postmaster is
+// stopped first, its children are killed, then the postmaster's process group.
 func (c *Cluster) killServer() {
 	if c.cmd == nil || c.cmd.Process == nil {
 		return
 	}
-	signalGroup(c.cmd.Process.Pid, syscall.SIGKILL)
+	pid := c.cmd.Process.Pid
+	_ = syscall.Kill(pid, syscall.SIGSTOP) // no new children from here on
+	kids := childrenOf(pid)
+	for _, k := range kids {
+		_ = syscall.Kill(k, syscall.SIGKILL)
+	}
+	signalGroup(pid, syscall.SIGKILL)
 	<-c.exited
+	// A new postmaster on this data directory refuses to start while an old backend still holds
+	// the shared memory segment.
+	deadline := time.Now().Add(30 * time.Second)
+	for anyAlive(kids) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// procStat is what killServer needs from /proc/<pid>/stat.
+type procStat struct {
+	pid, ppid int
+	zombie    bool
+}
+
+// processes lists the processes in /proc (nothing without /proc).
+func processes() []procStat {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []procStat
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readStat(pid); ok {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[i+1:]) // state ppid pgrp ...
+	if len(f) < 2 {
+		return procStat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return procStat{pid: pid, ppid: ppid, zombie: f[0] == "Z" || f[0] == "X"}, true
+}
+
+func childrenOf(pid int) []int {
+	var kids []int
+	for _, p := range processes() {
+		if p.ppid == pid {
+			kids = append(kids, p.pid)
+		}
+	}
+	return kids
+}
+
+func anyAlive(pids []int) bool {
+	for _, pid := range pids {
+		if st, ok := readStat(pid); ok && !st.zombie {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop stops the server. Throwaway clusters are then removed; persistent ones keep their
 // directory. Calling Stop again returns the first call's result.
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.stopOnce.Do(func() {
+		c.isStopped.Store(true)
 		if c.persistent {
 			c.stopErr = c.stopPersistent(ctx)
 		} else {

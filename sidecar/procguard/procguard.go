@@ -4,7 +4,8 @@
 //
 // A guard is a tiny /bin/sh process in a session of its own that blocks reading a pipe whose only
 // writer is this process. When this process dies the kernel closes the pipe, the read returns, and
-// the guard kills the process group and removes the directories. A clean shutdown disarms the
+// the guard kills the process group (and the direct children of its leader, found with pgrep)
+// and removes the directories. A clean shutdown disarms the
 // guard first (Disarm), so a process group id reused later by an unrelated process is never hit.
 package procguard
 
@@ -19,10 +20,16 @@ import (
 )
 
 // script: the first line read decides. "disarm" exits quietly; EOF (the owner died) or anything
-// else kills process group $1 (when > 0) and removes the remaining arguments.
+// else kills process group $1 (when > 0) with the direct children of its leader (PostgreSQL
+// backends run in sessions of their own), and removes the remaining arguments. The leader is
+// stopped first so it forks nothing new meanwhile.
 const script = `read -r cmd
 [ "$cmd" = disarm ] && exit 0
-[ "$1" -gt 0 ] && kill -s KILL -- "-$1" 2>/dev/null
+if [ "$1" -gt 0 ]; then
+  kill -s STOP "$1" 2>/dev/null
+  for kid in $(pgrep -P "$1" 2>/dev/null); do kill -s KILL "$kid" 2>/dev/null; done
+  kill -s KILL -- "-$1" 2>/dev/null
+fi
 shift
 [ "$#" -gt 0 ] && rm -rf -- "$@"
 exit 0

@@ -1,11 +1,14 @@
 package procguard
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func startGroup(t *testing.T) *exec.Cmd {
@@ -56,5 +59,44 @@ func TestDisarmLeavesEverything(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("dir removed by a disarmed guard: %v", err)
+	}
+}
+
+func TestFireKillsChildrenInOtherSessions(t *testing.T) {
+	// The leader forks a child that moves to a session of its own, as PostgreSQL backends do.
+	cmd := exec.Command("/bin/sh", "-c", "setsid sleep 300 & echo $! ; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var kid int
+	if _, err := fmt.Fscan(out, &kid); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(kid, syscall.SIGKILL) })
+	g, err := Start(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Fire(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// SIGKILL is delivered at once, but the exit takes a moment: wait for the child to be gone
+	// (or a zombie waiting for init).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", kid))
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d in its own session survived: %s", kid, b)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -34,16 +34,16 @@ func TestChild(t *testing.T) {
 	if mode == "" {
 		return
 	}
+	// An open connection at the end: its backend must go too.
+	conn := control.Connect(t, control.CreateDatabase(t))
 	rep := childReport{
-		PIDs: []int{control.Cluster.PID(), external.Cluster.PID(), s3.PID()},
+		PIDs: []int{control.Cluster.PID(), external.Cluster.PID(), s3.PID(), int(conn.PgConn().PID())},
 		Dirs: []string{control.Cluster.Dir, external.Cluster.Dir, s3.Dir},
 	}
 	b, _ := json.Marshal(rep)
 	if err := os.WriteFile(os.Getenv(childReportEnv), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	conn := control.Connect(t, control.CreateDatabase(t)) // busy connection at the end
-	_ = conn
 	switch mode {
 	case "fail":
 		t.Fatal("deliberate failure")
@@ -84,7 +84,7 @@ func checkChildCleanup(t *testing.T, mode string, eventually bool) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.PIDs) != 3 || len(rep.Dirs) != 3 {
+	if len(rep.PIDs) != 4 || len(rep.Dirs) != 3 {
 		t.Fatalf("bad report %+v", rep)
 	}
 	// After a clean Main the state must be gone when the child exits; after a crash the guards

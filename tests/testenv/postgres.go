@@ -218,3 +218,20 @@ func (p *Postgres) NamePrefix(t testing.TB) string {
 func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
 
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Restart restarts the server (fast shutdown, same port, same data). Local clusters only.
+func (p *Postgres) Restart(ctx context.Context) error {
+	if p.Cluster == nil {
+		return fmt.Errorf("testenv: Restart is not supported for the Docker cluster %s", p.Name)
+	}
+	return p.Cluster.Restart(ctx)
+}
+
+// Crash SIGKILLs the server and every backend, then starts it again on the same port: it
+// recovers from its WAL. Local clusters only.
+func (p *Postgres) Crash(ctx context.Context) error {
+	if p.Cluster == nil {
+		return fmt.Errorf("testenv: Crash is not supported for the Docker cluster %s", p.Name)
+	}
+	return p.Cluster.Crash(ctx)
+}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dataenv/dataenv/tests/testenv"
 )
 
 func TestTwoClustersAtOnce(t *testing.T) {
@@ -105,4 +107,27 @@ func TestPerTestObjectsAreDropped(t *testing.T) {
 		t.Fatalf("%d databases/roles of the subtest survived its cleanup (db %s, role %s, prefix %s)",
 			n, db, role, prefix)
 	}
+}
+
+func TestRestartKeepsDSN(t *testing.T) {
+	// A cluster of its own: restarting the shared ones would disturb parallel tests.
+	ctx := context.Background()
+	pg, err := testenv.StartPostgres(ctx, testenv.PGOptions{Name: "restart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop(ctx) })
+	db := pg.CreateDatabase(t)
+	dsn := pg.DSN(db)
+	if err := pg.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect after restart: %v", err)
+	}
+	conn.Close(ctx)
 }
