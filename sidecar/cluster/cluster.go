@@ -59,13 +59,13 @@ func readCluster(ctx context.Context, control *pgx.Conn, name string) (*Cluster,
 }
 
 // HostPort is the cluster's current host:port, the value setup records in set_up_for.
-func (c *Cluster) HostPort() string { return c.Host + ":" + strconv.Itoa(c.Port) }
+func (c Cluster) HostPort() string { return c.Host + ":" + strconv.Itoa(c.Port) }
 
 // Ready reports whether the last successful setup was for the cluster's current host:port.
-func (c *Cluster) Ready() bool { return c.SetUpFor != "" && c.SetUpFor == c.HostPort() }
+func (c Cluster) Ready() bool { return c.SetUpFor != "" && c.SetUpFor == c.HostPort() }
 
 // checkReady refuses work that needs a set-up cluster.
-func (c *Cluster) checkReady() error {
+func (c Cluster) checkReady() error {
 	if c.Ready() {
 		return nil
 	}
@@ -78,18 +78,18 @@ func (c *Cluster) checkReady() error {
 }
 
 // secrets lists the cluster's secrets, for scrubbing error texts.
-func (c *Cluster) secrets() []string { return []string{c.adminPassword} }
+func (c Cluster) secrets() []string { return []string{c.adminPassword} }
 
 // String describes the cluster without secrets.
-func (c *Cluster) String() string {
+func (c Cluster) String() string {
 	return fmt.Sprintf("cluster %s (%s %s, admin %q, sslmode %s)", c.Name, c.Kind, c.HostPort(), c.AdminUser, c.SSLMode)
 }
 
 // GoString is String: %#v must not print the secret either.
-func (c *Cluster) GoString() string { return c.String() }
+func (c Cluster) GoString() string { return c.String() }
 
 // LogValue logs the cluster without secrets.
-func (c *Cluster) LogValue() slog.Value {
+func (c Cluster) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("name", c.Name), slog.String("kind", c.Kind),
 		slog.String("host_port", c.HostPort()), slog.String("sslmode", c.SSLMode))
 }
