@@ -43,7 +43,7 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 			fmt.Errorf("the job ran longer than its timeout of %s", job.Timeout))
 		defer cancel()
 	}
-	mode, err := resolve(job.Isolation, c.cfg.Isolation)
+	mode, err := resolve(job.Isolation, c.cfg.Isolation, c.cfg.Jail)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func (c *Client) Prewarm(ctx context.Context, mode Isolation) error {
 	if !c.cfg.WarmSpare {
 		return errors.New("Prewarm needs Config.WarmSpare")
 	}
-	m, err := resolve(mode, c.cfg.Isolation)
+	m, err := resolve(mode, c.cfg.Isolation, c.cfg.Jail)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func (c *Client) argv(mode Isolation, w *workDir, runnerArgs []string) ([]string
 	env := childEnv("")
 	switch mode {
 	case IsolationJailed:
-		name, path, err := jailTool()
+		name, path, err := jailTool(c.cfg.Jail)
 		if err != nil {
 			return nil, nil, err
 		}

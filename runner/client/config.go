@@ -35,6 +35,12 @@ type Config struct {
 	RunnerPath string
 	// Isolation is used for jobs that do not choose one. Default IsolationAuto.
 	Isolation Isolation
+	// Jail picks the jail program of IsolationJailed: "nsjail" or "bwrap"; default nsjail when
+	// installed, else bwrap.
+	Jail string
+	// MemoryLimit is DuckDB's memory_limit for jobs that set none; empty keeps DuckDB's
+	// default (80% of RAM).
+	MemoryLimit string
 	// ExtensionDir is DuckDB's extension_directory (runner/extension.Dir() by default).
 	ExtensionDir string
 	// WorkRoot holds the per-job work directories. Default $TMPDIR/dataenv-runner-jobs.

@@ -13,7 +13,7 @@ type Job struct {
 	Blocks []string
 	// Args are set as DuckDB variables: getvariable('name').
 	Args map[string]any
-	// MemoryLimit is DuckDB's memory_limit ("2GB"); empty keeps DuckDB's default.
+	// MemoryLimit is DuckDB's memory_limit ("2GB"); empty uses Config.MemoryLimit.
 	MemoryLimit string
 	// Threads is DuckDB's threads; 0 keeps DuckDB's default.
 	Threads int
@@ -59,8 +59,12 @@ func (j Job) request(cfg Config) (*protocol.Request, error) {
 	if maxBytes <= 0 {
 		maxBytes = cfg.MaxResultBytes
 	}
+	mem := j.MemoryLimit
+	if mem == "" {
+		mem = cfg.MemoryLimit
+	}
 	return &protocol.Request{
-		Mode: protocol.ModeRun, Blocks: j.Blocks, Args: args, MemoryLimit: j.MemoryLimit,
+		Mode: protocol.ModeRun, Blocks: j.Blocks, Args: args, MemoryLimit: mem,
 		Threads: j.Threads, MaxResultBytes: maxBytes, CollectLastOnly: j.CollectLastOnly,
 		OOMScoreAdj: cfg.OOMScoreAdj, TestHook: j.TestHook,
 	}, nil

@@ -29,3 +29,18 @@ func TestTailKeepsTheLastBytes(t *testing.T) {
 		t.Fatalf("buffer grew to %d", cap(tl.buf))
 	}
 }
+
+func TestResolveIsolation(t *testing.T) {
+	if m, err := resolve(IsolationAuto, IsolationUnshare, ""); err != nil || m != IsolationUnshare {
+		t.Fatalf("job auto, config unshare: %s, %v", m, err)
+	}
+	if m, err := resolve(IsolationPlain, IsolationJailed, ""); err != nil || m != IsolationPlain {
+		t.Fatalf("job plain overrides config: %s, %v", m, err)
+	}
+	if _, err := resolve("chroot", IsolationAuto, ""); err == nil || !strings.Contains(err.Error(), "want jailed, unshare or plain") {
+		t.Fatalf("unknown isolation: %v", err)
+	}
+	if _, err := resolve(IsolationJailed, IsolationAuto, "firejail"); err == nil {
+		t.Fatal("unknown jail accepted")
+	}
+}
