@@ -253,9 +253,10 @@ BEGIN
            sslmode = coalesce(update_cluster.sslmode, t.sslmode),
            root_certificate_pem = CASE WHEN clear_root_certificate THEN NULL
                                        ELSE coalesce(update_cluster.root_certificate_pem, t.root_certificate_pem) END,
-           -- new managed roles: setup has to run again
+           -- new managed roles or a new admin (whose membership setup converges): setup again
            set_up_for = CASE WHEN coalesce(update_cluster.app_role, t.app_role) <> t.app_role
                                OR coalesce(update_cluster.replication_role, t.replication_role) <> t.replication_role
+                               OR coalesce(update_cluster.admin_user, t.admin_user) IS DISTINCT FROM t.admin_user
                              THEN NULL ELSE t.set_up_for END,
            app_role = coalesce(update_cluster.app_role, t.app_role),
            replication_role = coalesce(update_cluster.replication_role, t.replication_role),
@@ -274,7 +275,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.update_cluster(text, text, integer, text, text, text, text, boolean, text, text) IS
-    'Changes the given settings of a cluster (NULL keeps a setting). A new host or port means dataenv.setup_cluster must succeed again before databases are created; new managed role names are refused once databases or datatable roles exist.';
+    'Changes the given settings of a cluster (NULL keeps a setting). A new host, port, admin_user or managed role names means dataenv.setup_cluster must succeed again before databases are created; new managed role names are refused once databases or datatable roles exist.';
 
 CREATE OR REPLACE FUNCTION dataenv.remove_cluster(name text) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER

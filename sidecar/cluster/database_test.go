@@ -293,3 +293,38 @@ func TestSQLFunctionsTakeTheSameLifecycleLock(t *testing.T) {
 		t.Fatalf("update_cluster while the sidecar holds the lock: %v", err)
 	}
 }
+
+func TestDropConvergesAfterACrashBetweenDropAndRecord(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.setup()
+	db := f.prefix + "gone"
+	f.mustRun(cluster.KindCreateDatabase, dbArgs(f, db))
+	// The database is dropped, the sidecar dies before removing the record: the re-run converges.
+	mustExec(t, f.ext(), "DROP DATABASE "+ident(db))
+	res := f.mustRun(cluster.KindDropDatabase, dbArgs(f, db)).(*cluster.DatabaseOutcome)
+	if res.Status != cluster.StatusDropped || !strings.Contains(res.Detail, "already gone") {
+		t.Fatalf("rerun of the drop: %+v", res)
+	}
+	if queryInt(t, f.sql, `SELECT count(*)::int FROM dataenv.managed_databases WHERE name = $1`, db) != 0 {
+		t.Fatal("record left")
+	}
+}
+
+func TestDatatableRoleAdoptedAfterACrashBeforeTheRecord(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.setup()
+	id := uuid.New()
+	role := f.prefix + "r"
+	mustExec(t, f.ext(), "CREATE ROLE "+ident(role))
+	mustExec(t, f.ext(), "COMMENT ON ROLE "+ident(role)+" IS 'managed by dataenv; datatable role; request "+id.String()+"'")
+	res, err, _ := f.runID(id, cluster.KindCreateDatatableRole, map[string]any{"cluster": f.name, "role": role})
+	if err != nil || res.(*cluster.RoleOutcome).Status != cluster.StatusAdopted {
+		t.Fatalf("rerun: %v %+v", err, res)
+	}
+	// Another request does not adopt it.
+	if _, err, _ := f.run(cluster.KindCreateDatatableRole, map[string]any{"cluster": f.name, "role": role}); !cluster.IsRefused(err) {
+		t.Fatalf("second request: %v", err)
+	}
+}
