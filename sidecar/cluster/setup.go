@@ -80,8 +80,10 @@ func (a *Admin) handleSetup(ctx context.Context, req *request.Request, rep reque
 	res, err := a.Setup(ctx, args.Cluster, rep)
 	a.countSideEffect("setup_cluster", res != nil && res.Changed, err)
 	if err != nil {
+		a.log.Info("cluster setup did not succeed", "cluster", args.Cluster, "refused", IsRefused(err), "error", err.Error())
 		return nil, err
 	}
+	a.log.Info("cluster setup done", "cluster", args.Cluster, "set_up_for", res.SetUpFor, "changed", res.Changed)
 	return res, nil
 }
 
