@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -143,5 +144,34 @@ func TestRestartAndCrashKeepPortAndData(t *testing.T) {
 	}
 	if err := c.Restart(ctx); err == nil {
 		t.Fatal("Restart after Stop succeeded")
+	}
+}
+
+func TestLongDirectoryPutsSocketElsewhere(t *testing.T) {
+	ctx := context.Background()
+	parent, err := os.MkdirTemp("", "dataenv-localpg-long-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, strings.Repeat("long-directory-name-", 5), "pg")
+	c, err := Start(ctx, Config{Dir: dir, Name: "long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(c.SocketDir) == dir {
+		t.Fatalf("socket dir %s inside a %d-byte path", c.SocketDir, len(dir))
+	}
+	sock := c.SocketDir
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, sock} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s still there after Stop: %v", p, err)
+		}
 	}
 }

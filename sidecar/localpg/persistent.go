@@ -49,10 +49,14 @@ func (c *Cluster) startPersistent(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	if pid, port, err := readPostmasterPID(c.DataDir); err == nil && syscall.Kill(pid, 0) == nil {
-		c.port = port
+	if pm, err := readPostmasterPID(c.DataDir); err == nil && syscall.Kill(pm.pid, 0) == nil {
+		c.port = pm.port
 		if err := c.ping(ctx); err == nil {
-			c.logger.Info("postgres already running", "port", port, "dir", dir)
+			c.logger.Info("postgres already running", "port", pm.port, "dir", dir)
+			if pm.socketDir != "" && pm.socketDir != c.SocketDir {
+				c.removeOwnSocketDir()
+				c.SocketDir = pm.socketDir
+			}
 			return nil
 		}
 	}
@@ -95,6 +99,7 @@ func (c *Cluster) stopPersistent(ctx context.Context) error {
 	out, err := c.run(ctx, "pg_ctl", "stop", "-D", c.DataDir, "-m", "fast", "-w", "-t", "60")
 	if err == nil {
 		c.logger.Info("postgres stopped", "port", c.port)
+		c.removeOwnSocketDir()
 		return nil
 	}
 	out2, err2 := c.run(ctx, "pg_ctl", "stop", "-D", c.DataDir, "-m", "immediate", "-w")
@@ -127,19 +132,35 @@ func (c *Cluster) saveState() error {
 	return nil
 }
 
-// readPostmasterPID returns the pid and port recorded in dataDir/postmaster.pid.
-func readPostmasterPID(dataDir string) (pid, port int, err error) {
+// removeOwnSocketDir removes a socket directory created under the temporary directory (a Dir
+// too long for a socket path); one inside Dir stays with the cluster.
+func (c *Cluster) removeOwnSocketDir() {
+	if c.SocketDir != filepath.Join(c.Dir, "sock") {
+		_ = os.RemoveAll(c.SocketDir)
+	}
+}
+
+// postmasterPID is what dataDir/postmaster.pid records.
+type postmasterPID struct {
+	pid, port int
+	socketDir string
+}
+
+// readPostmasterPID reads dataDir/postmaster.pid: pid, data dir, start time, port, socket dir...
+func readPostmasterPID(dataDir string) (postmasterPID, error) {
+	var pm postmasterPID
 	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
-		return 0, 0, err
+		return pm, err
 	}
 	lines := strings.Split(string(b), "\n")
-	if len(lines) < 4 {
-		return 0, 0, fmt.Errorf("localpg: short postmaster.pid")
+	if len(lines) < 5 {
+		return pm, fmt.Errorf("localpg: short postmaster.pid")
 	}
-	if pid, err = strconv.Atoi(strings.TrimSpace(lines[0])); err != nil {
-		return 0, 0, err
+	if pm.pid, err = strconv.Atoi(strings.TrimSpace(lines[0])); err != nil {
+		return pm, err
 	}
-	port, err = strconv.Atoi(strings.TrimSpace(lines[3]))
-	return pid, port, err
+	pm.socketDir = strings.TrimSpace(lines[4])
+	pm.port, err = strconv.Atoi(strings.TrimSpace(lines[3]))
+	return pm, err
 }

@@ -41,11 +41,14 @@ func (c *Cluster) startThrowaway(ctx context.Context, cfg Config) (err error) {
 	if err = c.prepareDir(dir); err != nil {
 		return err
 	}
-	if c.SocketDir != filepath.Join(dir, "sock") {
-		_ = guard.Fire()
-		if guard, err = procguard.Start(0, dir, c.SocketDir); err != nil {
-			return err
+	if c.SocketDir != filepath.Join(dir, "sock") { // the socket lives elsewhere: guard it too
+		wider, gerr := procguard.Start(0, dir, c.SocketDir)
+		if gerr != nil {
+			os.RemoveAll(c.SocketDir)
+			return gerr
 		}
+		_ = guard.Disarm()
+		guard = wider
 	}
 	if err = c.initdb(ctx, cfg); err != nil {
 		return err
@@ -242,8 +245,8 @@ func (c *Cluster) PID() int {
 	if c.cmd != nil && c.cmd.Process != nil {
 		return c.cmd.Process.Pid
 	}
-	if pid, _, err := readPostmasterPID(c.DataDir); err == nil {
-		return pid
+	if pm, err := readPostmasterPID(c.DataDir); err == nil {
+		return pm.pid
 	}
 	return 0
 }
