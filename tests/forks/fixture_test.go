@@ -1,0 +1,342 @@
+package forks_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/install"
+)
+
+// fixture is one installed control database, an external cluster registered and set up in it
+// (non-superuser admin, managed roles named for the test), and a running sidecar.
+type fixture struct {
+	t          *testing.T
+	ctx        context.Context
+	controlDB  string
+	controlDSN string
+	sql        *pgx.Conn // superuser on the control database
+	name       string    // the external cluster's name in dataenv.clusters
+	prefix     string    // names of databases the test makes on the external cluster
+	appRole    string
+	sidecar    *sidecarProc
+}
+
+func newFixture(t *testing.T, sidecarEnv ...string) *fixture {
+	t.Helper()
+	f := &fixture{t: t, ctx: context.Background()}
+	f.controlDB = control.CreateDatabase(t)
+	f.controlDSN = control.DSN(f.controlDB)
+	f.sql = control.Connect(t, f.controlDB)
+	if _, err := install.Install(f.ctx, f.sql, install.Options{Logger: discard}); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	t.Cleanup(f.dropSlot)
+
+	rnd := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	f.appRole = "dataenv_x" + rnd + "_app"
+	replRole := "dataenv_x" + rnd + "_repl"
+	t.Cleanup(func() { dropManagedRoles(t, f.appRole, replRole) })
+	adminUser, adminPW := external.CreateManagedAdmin(t)
+	f.prefix = external.NamePrefix(t)
+	f.name = f.prefix + "ext"
+	f.exec(`SELECT dataenv.register_cluster($1, $2, $3, $4, $5, 'disable')`,
+		f.name, external.Host(), external.Port(), adminUser, adminPW)
+	f.exec(`SELECT dataenv.update_cluster($1, app_role => $2, replication_role => $3)`, f.name, f.appRole, replRole)
+	f.sidecar = f.startSidecar(sidecarEnv...)
+	f.mustSucceed(f.request(f.sql, `SELECT dataenv.setup_cluster($1)`, f.name))
+	return f
+}
+
+// dropSlot removes the control database's slot so the database can be dropped.
+func (f *fixture) dropSlot() {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, f.controlDSN)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	for range 50 {
+		_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active_pid IS NOT NULL`)
+		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name()`); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dropManagedRoles drops the managed roles setup created on the external cluster, with the
+// databases they own (the parents and fork copies the test made).
+func dropManagedRoles(t *testing.T, roles ...string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, external.DSN("postgres"))
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	defer conn.Close(ctx)
+	rows, _ := conn.Query(ctx, `SELECT datname FROM pg_database WHERE pg_get_userbyid(datdba) = ANY($1)`, roles)
+	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+	for _, db := range dbs {
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)"); err != nil {
+			t.Errorf("cleanup: drop database %s: %v", db, err)
+		}
+	}
+	for _, r := range roles {
+		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+ident(r)); err != nil {
+			t.Errorf("cleanup: drop role %s: %v", r, err)
+		}
+	}
+}
+
+// sidecarProc is this test binary re-executed as a sidecar (see runSidecar).
+type sidecarProc struct {
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan struct{}
+}
+
+func (f *fixture) startSidecar(env ...string) *sidecarProc {
+	f.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), sidecarEnv+"=1", "DATAENV_DSN="+f.controlDSN, "DATAENV_TEST_HOOKS=1")
+	cmd.Env = append(cmd.Env, env...)
+	p := &sidecarProc{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	f.t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+		if f.t.Failed() {
+			f.t.Logf("sidecar pid %d logs:\n%s", cmd.Process.Pid, p.logs.String())
+		}
+	})
+	return p
+}
+
+// waitExit waits for the sidecar to die by itself (an armed crash point).
+func (p *sidecarProc) waitExit(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("the sidecar did not die within %s", timeout)
+	}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("sidecar exit: %v\n%s", p.cmd.ProcessState, p.logs.String())
+	}
+}
+
+// row is a finished request.
+type row struct {
+	id     string
+	status string
+	err    string
+	result []byte
+	steps  []byte
+}
+
+// request runs sql (returning a request id) on conn and returns the id.
+func (f *fixture) request(conn *pgx.Conn, sql string, args ...any) string {
+	f.t.Helper()
+	var id string
+	if err := conn.QueryRow(f.ctx, "SELECT ("+strings.TrimPrefix(sql, "SELECT ")+")::text", args...).Scan(&id); err != nil {
+		f.t.Fatalf("%s: %v", sql, err)
+	}
+	return id
+}
+
+// wait waits for a request to finish (read as the superuser).
+func (f *fixture) wait(id string) row {
+	f.t.Helper()
+	r := row{id: id}
+	var e *string
+	err := f.sql.QueryRow(f.ctx, `SELECT status, error, result, steps FROM dataenv.wait($1::uuid, '120 s')`, id).
+		Scan(&r.status, &e, &r.result, &r.steps)
+	if err != nil {
+		f.t.Fatalf("wait %s: %v", id, err)
+	}
+	if e != nil {
+		r.err = *e
+	}
+	return r
+}
+
+func (f *fixture) mustSucceed(id string) row {
+	f.t.Helper()
+	r := f.wait(id)
+	if r.status != "succeeded" {
+		f.t.Fatalf("request %s: %s: %s\nsteps: %s", id, r.status, r.err, r.steps)
+	}
+	return r
+}
+
+func (f *fixture) mustFail(id, contains string) row {
+	f.t.Helper()
+	r := f.wait(id)
+	if r.status != "failed" || !strings.Contains(r.err, contains) {
+		f.t.Fatalf("request %s: %s %q, want failed with %q\nsteps: %s", id, r.status, r.err, contains, r.steps)
+	}
+	return r
+}
+
+func (f *fixture) exec(sql string, args ...any) {
+	f.t.Helper()
+	if _, err := f.sql.Exec(f.ctx, sql, args...); err != nil {
+		f.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// user is a login role on the control cluster that may call the dataenv API.
+type user struct {
+	name string
+	conn *pgx.Conn
+}
+
+func (f *fixture) newUser() user {
+	f.t.Helper()
+	name, pw := control.CreateRole(f.t, "LOGIN IN ROLE dataenv_user")
+	return user{name: name, conn: control.ConnectAs(f.t, name, pw, f.controlDB)}
+}
+
+// parentDB creates a marked database on the external cluster through create_database and fills
+// it as the application role: tables with a primary key, unique, check and foreign key
+// constraints, an index, a view and rows.
+func (f *fixture) parentDB(suffix string, rows int) string {
+	f.t.Helper()
+	db := f.prefix + suffix
+	f.mustSucceed(f.request(f.sql, `SELECT dataenv.create_database($1, $2)`, f.name, db))
+	conn := external.Connect(f.t, db)
+	mustExec(f.t, conn, `SET ROLE `+ident(f.appRole))
+	mustExec(f.t, conn, `
+		CREATE TABLE customers (id bigserial PRIMARY KEY, email text NOT NULL UNIQUE, score int CHECK (score >= 0));
+		CREATE TABLE orders (id bigserial PRIMARY KEY, customer_id bigint NOT NULL REFERENCES customers (id) ON DELETE CASCADE,
+		                     amount numeric(12,2) NOT NULL DEFAULT 0, placed_at timestamptz NOT NULL DEFAULT now());
+		CREATE INDEX orders_customer_placed_idx ON orders (customer_id, placed_at DESC);
+		CREATE VIEW big_orders AS SELECT * FROM orders WHERE amount > 100;
+		COMMENT ON TABLE orders IS 'the orders';`)
+	mustExec(f.t, conn, `INSERT INTO customers (email, score) SELECT 'c' || g || '@x', g FROM generate_series(1, $1::int) g`, rows)
+	mustExec(f.t, conn, `INSERT INTO orders (customer_id, amount) SELECT id, id * 10 FROM customers`)
+	_ = conn.Close(f.ctx)
+	return db
+}
+
+// schemaOf describes the tables, columns, constraints, indexes and views of a database.
+func schemaOf(t *testing.T, db string) string {
+	t.Helper()
+	conn := external.Connect(t, db)
+	defer conn.Close(context.Background())
+	var out string
+	err := conn.QueryRow(context.Background(), `
+		SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+		  SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull
+		         || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '') AS x
+		    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid = c.oid
+		    LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+		   WHERE n.nspname = 'public' AND a.attnum > 0 AND NOT a.attisdropped
+		  UNION ALL
+		  SELECT 'constraint ' || conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+		    FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+		  UNION ALL
+		  SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'public'
+		  UNION ALL
+		  SELECT 'view ' || viewname || ' ' || definition FROM pg_views WHERE schemaname = 'public'
+		  UNION ALL
+		  SELECT 'comment ' || c.relname || ' ' || obj_description(c.oid, 'pg_class') FROM pg_class c
+		   WHERE c.relnamespace = 'public'::regnamespace AND obj_description(c.oid, 'pg_class') IS NOT NULL
+		) s`).Scan(&out)
+	if err != nil {
+		t.Fatalf("schema of %s: %v", db, err)
+	}
+	return out
+}
+
+func countRows(t *testing.T, db, table string) int {
+	t.Helper()
+	conn := external.Connect(t, db)
+	defer conn.Close(context.Background())
+	return queryInt(t, conn, `SELECT count(*) FROM `+ident(table))
+}
+
+func databaseExists(t *testing.T, db string) bool {
+	t.Helper()
+	conn := external.Connect(t, "postgres")
+	defer conn.Close(context.Background())
+	return queryInt(t, conn, `SELECT count(*) FROM pg_database WHERE datname = $1`, db) == 1
+}
+
+func queryInt(t *testing.T, conn *pgx.Conn, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func queryString(t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
+	t.Helper()
+	var s *string
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&s); err != nil && err != pgx.ErrNoRows {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func mustExec(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func sqlErr(conn *pgx.Conn, sql string, args ...any) error {
+	_, err := conn.Exec(context.Background(), sql, args...)
+	return err
+}
+
+func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+func decode(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
