@@ -67,7 +67,6 @@ func checkChildCleanup(t *testing.T, mode string, eventually bool) {
 	if control.Docker {
 		t.Skip("checks local processes and directories; Docker containers are removed by testcontainers")
 	}
-	t.Parallel()
 	report := filepath.Join(t.TempDir(), "report.json")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), childModeEnv+"="+mode, childReportEnv+"="+report)
