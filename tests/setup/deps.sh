@@ -4,6 +4,8 @@
 #   - PostgreSQL server and client >= 15 (Debian packages postgresql, postgresql-client):
 #     initdb/pg_ctl/postgres for the throwaway test clusters and `make run`, psql/pg_dump
 #   - bubblewrap (bwrap)
+#   - procps (pgrep), g++ (cgo build of dataenv-runner), python3-pip (DuckDB extension wheels),
+#     ca-certificates
 #   - prometheus (promtool and the server the tests start themselves; its service is neither
 #     started nor enabled)
 #   - versitygw v1.8.0, the S3 server the tests run (go install, into $(go env GOPATH)/bin)
@@ -43,6 +45,10 @@ pg_bin_ok || pkgs+=(postgresql)
 command -v psql >/dev/null && command -v pg_dump >/dev/null || pkgs+=(postgresql-client)
 command -v bwrap >/dev/null || pkgs+=(bubblewrap)
 command -v promtool >/dev/null && command -v prometheus >/dev/null || pkgs+=(prometheus)
+command -v pgrep >/dev/null || pkgs+=(procps)              # sidecar/procguard kills backends with it
+command -v g++ >/dev/null || pkgs+=(g++)                    # cgo build of dataenv-runner (DuckDB)
+command -v pip3 >/dev/null || pkgs+=(python3-pip)           # DuckDB extension wheels from PyPI
+[[ -e /etc/ssl/certs/ca-certificates.crt ]] || pkgs+=(ca-certificates)  # go install over HTTPS
 
 if (( ${#pkgs[@]} )); then
   command -v apt-get >/dev/null || { say "missing ${pkgs[*]} and no apt-get: install them by hand"; exit 1; }
