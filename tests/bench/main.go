@@ -1,0 +1,124 @@
+// Command bench runs dataenv's benchmark suites (`make bench`) and rewrites their sections of
+// BENCHMARKS.md at the repository root, keeping every other section. Progress goes to stderr.
+//
+//	go run ./tests/bench                   # every suite
+//	go run ./tests/bench -only pipeline    # some suites (comma-separated)
+//	go run ./tests/bench -list             # the suites
+//
+// A suite is a Go type registered from an init function in this package (see suite.go).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == workerArg {
+		os.Exit(workerMain(os.Args[2:]))
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	only := flag.String("only", "", "comma-separated suites to run (default: all)")
+	list := flag.Bool("list", false, "list the suites and exit")
+	out := flag.String("out", "", "file to update (default: BENCHMARKS.md at the module root)")
+	quick := flag.Bool("quick", false, "short phases: a smoke run, numbers not worth committing")
+	profile := flag.String("profile", "", "directory for CPU profiles of the worker subprocesses")
+	noFsync := flag.Bool("no-fsync", false, "run the cluster with fsync and synchronous_commit off")
+	flag.Parse()
+	if *list {
+		ss, _ := selectSuites(nil)
+		for _, s := range ss {
+			fmt.Println(s.Name())
+		}
+		return 0
+	}
+	var names []string
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	ss, err := selectSuites(names)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if *out == "" {
+		*out = filepath.Join(moduleRoot(), "BENCHMARKS.md")
+	}
+	env, err := newEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env.Quick, env.Profile, env.Fsync = *quick, *profile, !*noFsync
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer env.close()
+	failed := 0
+	for _, s := range ss {
+		if err := runSuite(ctx, env, s, *out); err != nil {
+			env.Progress("suite %s failed: %v (its section is left as it was)", s.Name(), err)
+			failed++
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	env.Progress("done: %d suite(s), %d failed; %s", len(ss), failed, *out)
+	if failed > 0 || ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+func runSuite(ctx context.Context, env *Env, s Suite, path string) error {
+	env.Progress("suite %s", s.Name())
+	begun := time.Now()
+	body, err := s.Run(ctx, env)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(body) == "" {
+		return errors.New("the suite returned an empty section")
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	updated, err := replaceSection(string(doc), s.Name(), body)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
+		return err
+	}
+	env.Progress("suite %s done in %s; section written to %s", s.Name(), time.Since(begun).Round(time.Second), path)
+	return nil
+}
+
+// moduleRoot is the directory holding go.mod, from the working directory up; the working
+// directory when there is none.
+func moduleRoot() string {
+	wd, _ := os.Getwd()
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return wd
+		}
+	}
+}
+
+func ncpu() int { return runtime.NumCPU() }
