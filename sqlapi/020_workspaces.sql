@@ -55,18 +55,30 @@ $$;
 COMMENT ON FUNCTION dataenv.check_datatable_name(text, text) IS
     'Raises unless name is an acceptable datatable name: 1-63 bytes of [a-z0-9_] starting with a letter.';
 
--- The caller may use the workspace: a member, or dataenv_admin. SECURITY INVOKER on purpose: it
--- reads workspace_members through its row-level security, i.e. the caller's own memberships.
--- (The SET clause keeps it from being inlined into policies.)
+-- Whether role is (or is a member of) one of the workspace's member roles. SECURITY DEFINER so
+-- that policies on workspace_members itself can use it without recursing; it answers only this
+-- yes/no question.
+CREATE OR REPLACE FUNCTION dataenv.is_workspace_member(workspace text, role name) RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT FROM dataenv.workspace_members m
+                     JOIN pg_catalog.pg_roles r ON r.rolname = m.member
+                     JOIN pg_catalog.pg_roles u ON u.rolname = is_workspace_member.role
+                    WHERE m.workspace = is_workspace_member.workspace
+                      AND pg_catalog.pg_has_role(u.oid, r.oid, 'MEMBER'))
+$$;
+COMMENT ON FUNCTION dataenv.is_workspace_member(text, name) IS
+    'True when role is one of the workspace''s member roles or a member of one.';
+
+-- The caller may use the workspace: a member, or dataenv_admin. (The SET clause keeps it from
+-- being inlined into policies.)
 CREATE OR REPLACE FUNCTION dataenv.can_use_workspace(workspace text) RETURNS boolean
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT pg_catalog.pg_has_role(current_user, 'dataenv_admin', 'MEMBER')
-        OR EXISTS (SELECT FROM dataenv.workspace_members m
-                     JOIN pg_catalog.pg_roles r ON r.rolname = m.member
-                    WHERE m.workspace = can_use_workspace.workspace
-                      AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'))
+        OR dataenv.is_workspace_member(can_use_workspace.workspace, current_user)
 $$;
 COMMENT ON FUNCTION dataenv.can_use_workspace(text) IS
     'True when the current role may use the workspace: it is a member (directly or through a member role) or dataenv_admin.';
@@ -299,12 +311,10 @@ CREATE POLICY workspaces_insert ON dataenv.workspaces FOR INSERT
 DROP POLICY IF EXISTS workspaces_delete ON dataenv.workspaces;
 CREATE POLICY workspaces_delete ON dataenv.workspaces FOR DELETE USING (NOT is_fork AND dataenv.can_use_workspace(id));
 
--- Members see their own membership rows (the rows can_use_workspace reads); admins see all.
+-- Members of a workspace see (and manage) its member list; admins see all.
 DROP POLICY IF EXISTS workspace_members_select ON dataenv.workspace_members;
 CREATE POLICY workspace_members_select ON dataenv.workspace_members FOR SELECT
-    USING (pg_catalog.pg_has_role(current_user, 'dataenv_admin', 'MEMBER')
-           OR EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname = member
-                                                          AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER')));
+    USING (dataenv.can_use_workspace(workspace));
 DROP POLICY IF EXISTS workspace_members_insert ON dataenv.workspace_members;
 CREATE POLICY workspace_members_insert ON dataenv.workspace_members FOR INSERT
     WITH CHECK (dataenv.can_use_workspace(workspace) AND granted_by = current_user);
@@ -624,7 +634,7 @@ GRANT SELECT ON dataenv.workspace_chain, dataenv.datatable_resolution, dataenv.f
 REVOKE ALL ON dataenv.workspace_chain_all, dataenv.datatable_resolution_all FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION
-    dataenv.workspace_facts(text), dataenv.fork_copy_leftovers(text),
+    dataenv.workspace_facts(text), dataenv.fork_copy_leftovers(text), dataenv.is_workspace_member(text, name),
     dataenv.managed_database_uses__workspaces(text, text),
     dataenv.create_workspace(text), dataenv.drop_workspace(text),
     dataenv.grant_workspace(text, name), dataenv.revoke_workspace(text, name),
@@ -639,5 +649,6 @@ GRANT EXECUTE ON FUNCTION
     dataenv.add_datatable(text, text, text, text), dataenv.remove_datatable(text, text),
     dataenv.resolve_datatable(text, text), dataenv.fork_chain(text),
     dataenv.create_fork(text, text, jsonb, text[]), dataenv.drop_fork(text, boolean),
-    dataenv.can_use_workspace(text), dataenv.check_workspace_id(text, text), dataenv.check_datatable_name(text, text)
+    dataenv.can_use_workspace(text), dataenv.is_workspace_member(text, name),
+    dataenv.check_workspace_id(text, text), dataenv.check_datatable_name(text, text)
   TO dataenv_user, dataenv_admin;

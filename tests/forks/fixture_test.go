@@ -130,6 +130,13 @@ func (f *fixture) startSidecar(env ...string) *sidecarProc {
 	return p
 }
 
+// stop ends the sidecar (SIGKILL) and waits for it.
+func (p *sidecarProc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
 // waitExit waits for the sidecar to die by itself (an armed crash point).
 func (p *sidecarProc) waitExit(t *testing.T, timeout time.Duration) {
 	t.Helper()
