@@ -6,12 +6,14 @@
 -- Validators
 -- ---------------------------------------------------------------------------------------------
 
--- The workspace exists and the caller may use it (the workspaces area may define
--- dataenv.check_workspace_access(text), which raises when the caller may not).
+-- The workspace exists and the caller may use it (dataenv.can_use_workspace, when the
+-- workspaces area is installed).
 CREATE OR REPLACE FUNCTION dataenv.check_job_workspace(fn text, workspace text) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    allowed boolean;
 BEGIN
     IF workspace IS NULL OR workspace = '' THEN
         RAISE EXCEPTION '%: workspace is required', fn USING ERRCODE = '22023';
@@ -19,13 +21,17 @@ BEGIN
     IF NOT dataenv.lake_workspace_exists(workspace) THEN
         RAISE EXCEPTION '%: no workspace named %', fn, to_json(workspace)::text USING ERRCODE = '22023';
     END IF;
-    IF pg_catalog.to_regprocedure('dataenv.check_workspace_access(text)') IS NOT NULL THEN
-        EXECUTE 'SELECT dataenv.check_workspace_access($1)' USING workspace;
+    IF pg_catalog.to_regprocedure('dataenv.can_use_workspace(text)') IS NOT NULL THEN
+        EXECUTE 'SELECT dataenv.can_use_workspace($1)' INTO allowed USING workspace;
+        IF NOT allowed THEN
+            RAISE EXCEPTION '%: % may not use workspace %', fn, current_user, to_json(workspace)::text
+                USING ERRCODE = '42501', HINT = 'A workspace admin grants it: dataenv.grant_workspace(workspace, role).';
+        END IF;
     END IF;
 END
 $$;
 COMMENT ON FUNCTION dataenv.check_job_workspace(text, text) IS
-    'Internal: raises unless the workspace exists (and the caller may use it, when the workspaces area defines dataenv.check_workspace_access).';
+    'Internal: raises unless the workspace exists and the caller may use it.';
 
 CREATE OR REPLACE FUNCTION dataenv.check_job_keys(fn text, args jsonb, allowed text[]) RETURNS void
 LANGUAGE plpgsql IMMUTABLE

@@ -363,6 +363,19 @@ $$;
 COMMENT ON FUNCTION dataenv.stamp_fork_lakes(text, text, text[]) IS
     'Internal (create_fork): gives fork its own copy of parent''s lakes, each stamped isolated, or shared when listed in shared_lakes. Sharing is never inherited.';
 
+-- The create_fork hook of the workspaces area: called in the transaction that creates the fork
+-- workspace (dataenv.fork_created__<area>(parent, fork, shared_lakes)).
+CREATE OR REPLACE FUNCTION dataenv.fork_created__lakes(parent text, fork text, shared_lakes text[]) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM dataenv.stamp_fork_lakes(parent, fork, shared_lakes);
+END
+$$;
+COMMENT ON FUNCTION dataenv.fork_created__lakes(text, text, text[]) IS
+    'create_fork hook: gives the new fork its own lake entries, isolated unless listed in shared_lakes.';
+
 -- A lake catalog names its database: drop_database is refused while a lake uses it.
 CREATE OR REPLACE FUNCTION dataenv.managed_database_uses__lakes(cluster text, database text)
 RETURNS TABLE (kind text, name text, detail text)
@@ -388,6 +401,7 @@ REVOKE ALL ON FUNCTION
     dataenv.add_lake(text, text, text, text, text, text, jsonb),
     dataenv.remove_lake(text, text),
     dataenv.stamp_fork_lakes(text, text, text[]),
+    dataenv.fork_created__lakes(text, text, text[]),
     dataenv.lake_workspace_exists(text),
     dataenv.managed_database_uses__lakes(text, text)
   FROM PUBLIC;

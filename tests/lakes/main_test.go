@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/minio/minio-go/v7"
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/runner/runnertest"
@@ -66,7 +67,6 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, dsn: pg.DSN(db)}
 	sidecartest.Install(t, e.dsn)
 	e.conn = pg.Connect(t, db)
-	ensureWorkspacesTable(t, e.conn)
 	e.catalog = pg.CreateDatabase(t)
 	t.Cleanup(func() { dropSlot(e.conn) })
 	return e
@@ -79,28 +79,23 @@ func (e *env) startSidecar(extra ...string) {
 		Env: append([]string{client.EnvRunnerPath + "=" + runnerPath, "DATAENV_JOB_ISOLATION=plain"}, extra...)})
 }
 
-// ensureWorkspacesTable stands in for the workspaces area's table while it is not installed
-// (its migration provides dataenv.workspaces(id, parent, is_fork) with the same columns).
-func ensureWorkspacesTable(t *testing.T, conn *pgx.Conn) {
-	t.Helper()
-	mustExec(t, conn, `CREATE TABLE IF NOT EXISTS dataenv.workspaces (
-		id text PRIMARY KEY, parent text REFERENCES dataenv.workspaces (id) ON DELETE SET NULL,
-		is_fork boolean NOT NULL DEFAULT false)`)
-}
-
-// workspace creates a workspace (a fork when parent is not empty), through the workspaces
-// area's API when installed.
+// workspace creates a workspace, or a fork of parent. A fork is committed the way the
+// workspaces area's create_fork commits it (workspace row, then the fork_created__<area> hooks in
+// the same transaction); its datatable copies are not this package's business.
 func (e *env) workspace(id, parent string, sharedLakes ...string) {
 	e.t.Helper()
 	if parent == "" {
-		mustExec(e.t, e.conn, `INSERT INTO dataenv.workspaces (id) VALUES ($1)`, id)
+		mustExec(e.t, e.conn, `SELECT dataenv.create_workspace($1)`, id)
 		return
 	}
-	mustExec(e.t, e.conn, `INSERT INTO dataenv.workspaces (id, parent, is_fork) VALUES ($1, $2, true)`, id, parent)
 	if sharedLakes == nil {
 		sharedLakes = []string{}
 	}
-	mustExec(e.t, e.conn, `SELECT dataenv.stamp_fork_lakes($1, $2, $3)`, parent, id, sharedLakes)
+	mustExec(e.t, e.conn, `BEGIN`)
+	mustExec(e.t, e.conn, `INSERT INTO dataenv.workspaces (id, is_fork, parent, shared_lakes, created_by_request)
+		VALUES ($1, true, $2, $3, gen_random_uuid())`, id, parent, sharedLakes)
+	mustExec(e.t, e.conn, `SELECT dataenv.fork_created__lakes($1, $2, $3)`, parent, id, sharedLakes)
+	mustExec(e.t, e.conn, `COMMIT`)
 }
 
 func mustExec(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
@@ -225,3 +220,7 @@ func queryString(t testing.TB, conn *pgx.Conn, sql string, args ...any) string {
 func lakePrefix(t testing.TB) string { return strings.ToLower(strings.TrimRight(pg.NamePrefix(t), "_")) }
 
 var _ = fmt.Sprintf
+
+func minioListOpts(prefix string) minio.ListObjectsOptions {
+	return minio.ListObjectsOptions{Prefix: prefix, Recursive: true}
+}

@@ -1,0 +1,214 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/runner/protocol"
+	"github.com/dataenv/dataenv/sidecar/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/lake"
+	"github.com/dataenv/dataenv/sidecar/request"
+)
+
+// Strategies of materialize.
+const (
+	StrategyReplace = "replace"
+	StrategyAppend  = "append"
+)
+
+type materializeArgs struct {
+	Workspace      string `json:"workspace"`
+	Target         string `json:"target"`
+	Query          string `json:"query"`
+	Strategy       string `json:"strategy"`
+	MaxResultBytes int64  `json:"max_result_bytes"`
+}
+
+var targetRE = regexp.MustCompile(`^ducklake://([a-z][a-z0-9_]{0,62})/([a-z][a-z0-9_]{0,62})$`)
+
+// queryStart is how the last statement of a materialize query must begin.
+var queryStart = regexp.MustCompile(`(?i)^\s*(\(|select\b|with\b|from\b|values\b|table\b|pivot\b|unpivot\b)`)
+
+// Materialized is the result of a materialize request (and what is recorded).
+type Materialized struct {
+	Workspace      string            `json:"workspace"`
+	Target         string            `json:"target"`
+	Strategy       string            `json:"strategy"`
+	Status         string            `json:"status"`
+	SnapshotID     *int64            `json:"snapshot_id"`
+	RowCount       int64             `json:"row_count"`
+	TotalRows      int64             `json:"total_rows"`
+	Columns        []protocol.Column `json:"columns"`
+	MetadataSchema string            `json:"metadata_schema"`
+	Forked         bool              `json:"forked"`
+	Notes          []string          `json:"notes,omitempty"`
+}
+
+func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+	var args materializeArgs
+	if err := parseArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if args.Strategy == "" {
+		args.Strategy = StrategyReplace
+	}
+	m := targetRE.FindStringSubmatch(args.Target)
+	if m == nil || args.Workspace == "" {
+		return nil, request.Refusef("materialize: workspace and target ducklake://<lake>/<table> are required (got %q)", args.Target)
+	}
+	if args.Strategy != StrategyReplace && args.Strategy != StrategyAppend {
+		return nil, request.Refusef("materialize: strategy must be replace or append (got %q)", args.Strategy)
+	}
+	if done, err := h.recorded(ctx, req); done != nil || err != nil {
+		return done, err
+	}
+	stmts := lake.SplitStatements(args.Query)
+	if len(stmts) == 0 || !queryStart.MatchString(stripLeadingComments(stmts[len(stmts)-1])) {
+		return nil, request.Refusef("materialize: the last statement of query must be the query to write (SELECT, WITH, FROM, VALUES...)")
+	}
+	target := &lake.Target{Lake: m[1], Table: m[2]}
+	plan, err := h.cfg.Resolver.Resolve(ctx, args.Workspace, strings.Join(stmts[:len(stmts)-1], ";\n"), target, rep)
+	if err != nil {
+		return nil, err
+	}
+	defer plan.Close()
+	step(ctx, rep, "resolve", "done", strings.Join(plan.Notes, "; "))
+	out, err := h.write(ctx, req, rep, plan, args, stmts[len(stmts)-1])
+	if err != nil {
+		return nil, err
+	}
+	return scrubbed(plan, out)
+}
+
+// write runs the materialization and records it.
+func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.Reporter, plan *lake.Plan, args materializeArgs, query string) (*Materialized, error) {
+	table := lake.Ident(plan.TargetAlias) + "." + lake.Ident(tableName(args.Target))
+	var write string
+	if args.Strategy == StrategyReplace {
+		write = fmt.Sprintf("CREATE OR REPLACE TABLE %s AS %s", table, query)
+	} else {
+		write = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) AS q LIMIT 0;\nINSERT INTO %s SELECT * FROM (%s) AS q",
+			table, query, table, query)
+	}
+	summary := fmt.Sprintf(`SELECT (SELECT max(snapshot_id) FROM ducklake_snapshots(%s)) AS snapshot_id,
+       (SELECT count(*) FROM %s) AS total_rows`, lake.Literal(plan.TargetAlias), table)
+	res, err := h.runJob(ctx, plan, []string{plan.SQL, write, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
+	out := &Materialized{Workspace: args.Workspace, Target: args.Target, Strategy: args.Strategy, Status: "materialized",
+		MetadataSchema: plan.Target.SchemaName(), Forked: plan.Target.Forked, Notes: plan.Notes, Columns: []protocol.Column{}}
+	if err != nil {
+		out.Status = "failed"
+		if rerr := h.record(ctx, req, out, err.Error()); rerr != nil {
+			return nil, request.Retryable(rerr)
+		}
+		return nil, err
+	}
+	if err := summarize(res.Results, out); err != nil {
+		return nil, err
+	}
+	crashpoint.HitOnce("job.materialize.after_write")
+	if err := h.record(ctx, req, out, ""); err != nil {
+		return nil, request.Retryable(err)
+	}
+	step(ctx, rep, "record", "done", fmt.Sprintf("%d rows, snapshot %v", out.RowCount, deref(out.SnapshotID)))
+	return out, nil
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func tableName(target string) string { return targetRE.FindStringSubmatch(target)[2] }
+
+// summarize reads the row count of the write block, the snapshot and total of the summary block
+// and the columns of the DESCRIBE block.
+func summarize(results []protocol.Result, out *Materialized) error {
+	if len(results) < 5 {
+		return fmt.Errorf("materialize: the runner returned %d results, want 5", len(results))
+	}
+	if w := results[2]; len(w.Rows) > 0 && len(w.Rows[0]) > 0 {
+		_ = json.Unmarshal(w.Rows[0][0], &out.RowCount)
+	}
+	if s := results[3]; len(s.Rows) > 0 && len(s.Rows[0]) == 2 {
+		_ = json.Unmarshal(s.Rows[0][0], &out.SnapshotID)
+		_ = json.Unmarshal(s.Rows[0][1], &out.TotalRows)
+	}
+	for _, row := range results[4].Rows {
+		var c protocol.Column
+		if len(row) >= 2 && json.Unmarshal(row[0], &c.Name) == nil && json.Unmarshal(row[1], &c.Type) == nil {
+			out.Columns = append(out.Columns, c)
+		}
+	}
+	return nil
+}
+
+const recordSQL = `
+INSERT INTO dataenv.materializations (workspace, lake, table_name, status, strategy, snapshot_id, row_count, columns,
+                                      metadata_schema, request_id, error)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, nullif($11, ''))
+ON CONFLICT (request_id) DO NOTHING`
+
+func (h *Handlers) record(ctx context.Context, req *request.Request, m *Materialized, errText string) error {
+	p := targetRE.FindStringSubmatch(m.Target)
+	cols, _ := json.Marshal(m.Columns)
+	_, err := h.cfg.Control.Exec(ctx, recordSQL, m.Workspace, p[1], p[2], m.Status, m.Strategy, m.SnapshotID, m.RowCount,
+		cols, m.MetadataSchema, req.ID, errText)
+	if err != nil {
+		return fmt.Errorf("record the materialization of %s: %w", m.Target, err)
+	}
+	return nil
+}
+
+// recorded returns the outcome of a materialization this request already recorded (a rerun
+// after a crash between the record and the request's outcome).
+func (h *Handlers) recorded(ctx context.Context, req *request.Request) (any, error) {
+	var m Materialized
+	var lakeName, table, errText string
+	var cols []byte
+	err := h.cfg.Control.QueryRow(ctx, `
+		SELECT workspace, lake, table_name, status, strategy, snapshot_id, coalesce(row_count, 0), columns,
+		       coalesce(metadata_schema, ''), coalesce(error, '')
+		  FROM dataenv.materializations WHERE request_id = $1`, req.ID).
+		Scan(&m.Workspace, &lakeName, &table, &m.Status, &m.Strategy, &m.SnapshotID, &m.RowCount, &cols, &m.MetadataSchema, &errText)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, request.Retryable(err)
+	}
+	if m.Status == "failed" {
+		return nil, request.Refusef("%s", errText)
+	}
+	m.Target = "ducklake://" + lakeName + "/" + table
+	_ = json.Unmarshal(cols, &m.Columns)
+	return &m, nil
+}
+
+func stripLeadingComments(s string) string {
+	for {
+		s = strings.TrimSpace(s)
+		switch {
+		case strings.HasPrefix(s, "--"):
+			if i := strings.IndexByte(s, '\n'); i >= 0 {
+				s = s[i+1:]
+				continue
+			}
+			return ""
+		case strings.HasPrefix(s, "/*"):
+			if i := strings.Index(s, "*/"); i >= 0 {
+				s = s[i+2:]
+				continue
+			}
+			return ""
+		}
+		return s
+	}
+}

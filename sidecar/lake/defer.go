@@ -1,0 +1,234 @@
+package lake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ancestorNode is one physical namespace up a fork chain, attached READ_ONLY under Alias. Two
+// ancestors share a node when they share a namespace (a shared fork and its parent).
+type ancestorNode struct {
+	Alias      string
+	NS         Namespace
+	Workspaces []string
+}
+
+// materialization is the latest recorded state of a lake table in one workspace.
+type materialization struct {
+	Workspace, Table, Status string
+	SnapshotID              *int64
+	Columns                 []struct {
+		Name string `json:"name"`
+	}
+}
+
+func (m materialization) scd2() bool {
+	for _, c := range m.Columns {
+		if c.Name == "is_current" {
+			return true
+		}
+	}
+	return false
+}
+
+const materializationsSQL = `
+SELECT DISTINCT ON (workspace, table_name) workspace, table_name, status, snapshot_id, columns
+  FROM dataenv.materializations
+ WHERE lake = $1 AND workspace = ANY($2)
+ ORDER BY workspace, table_name, id DESC`
+
+func readMaterializations(ctx context.Context, q Querier, lake string, workspaces []string) (map[string]map[string]materialization, error) {
+	rows, err := q.Query(ctx, materializationsSQL, lake, workspaces)
+	if err != nil {
+		return nil, fmt.Errorf("read materializations: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (materialization, error) {
+		var m materialization
+		var cols []byte
+		err := r.Scan(&m.Workspace, &m.Table, &m.Status, &m.SnapshotID, &cols)
+		if err == nil {
+			err = json.Unmarshal(cols, &m.Columns)
+		}
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read materializations: %w", err)
+	}
+	out := map[string]map[string]materialization{}
+	for _, m := range list {
+		if out[m.Workspace] == nil {
+			out[m.Workspace] = map[string]materialization{}
+		}
+		out[m.Workspace][m.Table] = m
+	}
+	return out, nil
+}
+
+// ancestorNodes lists the namespaces of lake up the chain, nearest first, skipping ancestors
+// without the lake, ancestors whose namespace was never bootstrapped (checked in that ancestor's
+// own catalog database) and unreachable ones (which disables only their defer).
+func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ancestorNode, error) {
+	var nodes []*ancestorNode
+	byKey := map[string]*ancestorNode{}
+	for _, a := range res.ws.Ancestors {
+		l, ok := res.lakes[a.ID][lake]
+		if !ok {
+			continue
+		}
+		s, err := res.storage(ctx, l.Storage)
+		if err != nil {
+			res.note("ancestor %s: %v; its tables are not deferred", a.ID, err)
+			continue
+		}
+		ns := namespaceOf(a.ID, a.IsFork, l, s)
+		if n, ok := byKey[ns.Key()]; ok {
+			n.Workspaces = append(n.Workspaces, a.ID)
+			continue
+		}
+		exists, err := res.namespaceExists(ctx, ns)
+		if err != nil {
+			res.note("ancestor %s: catalog unreachable (%v); its tables are not deferred", a.ID, err)
+			continue
+		}
+		if !exists {
+			continue
+		}
+		n := &ancestorNode{Alias: AncestorAlias(lake, a.ID), NS: ns, Workspaces: []string{a.ID}}
+		byKey[ns.Key()] = n
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+func (res *resolution) note(format string, args ...any) {
+	res.plan.Notes = append(res.plan.Notes, fmt.Sprintf(format, args...))
+}
+
+// namespaceExists checks that DuckLake's tables exist in the namespace's schema.
+func (res *resolution) namespaceExists(ctx context.Context, ns Namespace) (bool, error) {
+	conn, err := res.r.Clusters.Connect(ctx, ns.Lake.CatalogCluster, ns.Lake.CatalogDatabase)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.Background())
+	var ok bool
+	err = conn.QueryRow(ctx, `SELECT pg_catalog.to_regclass(pg_catalog.format('%I.ducklake_metadata', $1::text)) IS NOT NULL`,
+		ns.SchemaName()).Scan(&ok)
+	return ok, err
+}
+
+// liveViews reads the views that currently exist in the fork namespace (DuckLake's view table),
+// among names.
+func (res *resolution) liveViews(ctx context.Context, ns Namespace, names ...string) (map[string]bool, error) {
+	out := map[string]bool{}
+	exists, err := res.namespaceExists(ctx, ns)
+	if err != nil || !exists {
+		return out, err
+	}
+	conn, err := res.r.Clusters.Connect(ctx, ns.Lake.CatalogCluster, ns.Lake.CatalogDatabase)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	q := fmt.Sprintf(`SELECT view_name FROM %s.ducklake_view WHERE end_snapshot IS NULL AND view_name = ANY($1)`,
+		pgx.Identifier{ns.SchemaName()}.Sanitize())
+	rows, err := conn.Query(ctx, q, names)
+	if err != nil {
+		return nil, fmt.Errorf("read the fork's live views: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	for _, v := range list {
+		out[v] = true
+	}
+	return out, err
+}
+
+// deferPrelude is what follows the attach of an isolated fork's lake under alias: READ_ONLY
+// attaches of the ancestors' namespaces, a view for each table materialized up the chain and not
+// in the fork (pointing at the nearest ancestor that owns it, plus <table>_current for SCD2
+// tables), and for a materialize target that is a live view in the fork, the drop of that view.
+func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias string, isTarget bool) ([]string, error) {
+	var stmts []string
+	if isTarget {
+		live, err := res.liveViews(ctx, ns, res.target.Table, res.target.Table+"_current")
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range []string{res.target.Table, res.target.Table + "_current"} {
+			if live[v] {
+				stmts = append(stmts, "DROP VIEW IF EXISTS "+Ident(alias)+"."+Ident(v))
+			}
+		}
+	}
+	if len(res.ws.Ancestors) == 0 {
+		return stmts, nil // an orphaned fork: write redirect, no defer
+	}
+	nodes, err := res.ancestorNodes(ctx, ns.Lake.Name)
+	if err != nil || len(nodes) == 0 {
+		return stmts, err
+	}
+	ids := []string{res.ws.ID}
+	for _, n := range nodes {
+		ids = append(ids, n.Workspaces...)
+	}
+	mats, err := readMaterializations(ctx, res.r.Control, ns.Lake.Name, ids)
+	if err != nil {
+		return nil, err
+	}
+	pre := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		conninfo, err := res.cats.Conninfo(ctx, n.NS.Lake.CatalogCluster, n.NS.Lake.CatalogDatabase)
+		if err != nil {
+			return nil, err
+		}
+		pre = append(pre, Render(true, "ducklake:postgres:"+conninfo, n.Alias, n.NS.readOnlyOptions()))
+	}
+	views := deferViews(alias, nodes, mats, res.ws.ID, res.target)
+	return append(append(pre, stmts...), views...), nil
+}
+
+// deferViews builds the CREATE VIEW IF NOT EXISTS statements of the deferred tables.
+func deferViews(alias string, nodes []*ancestorNode, mats map[string]map[string]materialization, fork string, target *Target) []string {
+	own := map[string]bool{}
+	for t, m := range mats[fork] {
+		if m.Status == "materialized" || m.SnapshotID != nil {
+			own[t] = true
+		}
+	}
+	type owner struct {
+		node *ancestorNode
+		mat  materialization
+	}
+	owners := map[string]owner{}
+	for _, n := range nodes {
+		for _, w := range n.Workspaces {
+			for t, m := range mats[w] {
+				if _, done := owners[t]; !done && !own[t] && m.Status == "materialized" {
+					owners[t] = owner{n, m}
+				}
+			}
+		}
+	}
+	tables := make([]string, 0, len(owners))
+	for t := range owners {
+		if target == nil || t != target.Table {
+			tables = append(tables, t)
+		}
+	}
+	sort.Strings(tables)
+	var out []string
+	for _, t := range tables {
+		o := owners[t]
+		src := Ident(o.node.Alias) + "." + Ident(t)
+		out = append(out, fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s.%s AS SELECT * FROM %s", Ident(alias), Ident(t), src))
+		if o.mat.scd2() {
+			out = append(out, fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s.%s AS SELECT * FROM %s WHERE is_current",
+				Ident(alias), Ident(t+"_current"), src))
+		}
+	}
+	return out
+}

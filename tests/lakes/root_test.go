@@ -1,0 +1,146 @@
+package lakes_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// storageKind sets up a storage for a test: a local directory or a bucket of the S3 server.
+type storageKind struct {
+	name  string
+	setup func(t *testing.T, e *env) (url string)
+}
+
+var storageKinds = []storageKind{
+	{"local", func(t *testing.T, e *env) string {
+		url := "file://" + t.TempDir()
+		mustExec(t, e.conn, `SELECT dataenv.add_storage('st', $1)`, url)
+		return url
+	}},
+	{"s3", func(t *testing.T, e *env) string {
+		url := "s3://" + s3.Bucket(t)
+		creds := fmt.Sprintf(`{"endpoint": "http://%s", "region": %q, "access_key_id": %q, "secret_access_key": %q}`,
+			s3.Endpoint, s3.Region, s3.AccessKey, s3.SecretKey)
+		mustExec(t, e.conn, `SELECT dataenv.add_storage('st', $1, $2::jsonb)`, url, creds)
+		return url
+	}},
+}
+
+// lakeEnv is an env with a root workspace "prod" that has lake "main" on the given storage.
+func lakeEnv(t *testing.T, sk storageKind) (*env, string) {
+	e := newEnv(t)
+	url := sk.setup(t, e)
+	e.workspace("prod", "")
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
+	e.startSidecar()
+	return e, url
+}
+
+const attachMain = "ATTACH 'ducklake://main' AS dl;\n"
+
+// run and materialize in a root workspace, on a local data path and on the S3 server.
+func TestRootRunAndMaterialize(t *testing.T) {
+	for _, sk := range storageKinds {
+		t.Run(sk.name, func(t *testing.T) {
+			e, url := lakeEnv(t, sk)
+			e.run("prod", attachMain+"CREATE TABLE dl.raw AS SELECT range AS id, 'item ' || range AS name FROM range(5000)")
+			checkParquetUnder(t, e, url, "lakes/main/")
+			m := e.materialize("prod", "ducklake://main/orders", attachMain+"SELECT id, name, id * 2 AS amount FROM dl.raw WHERE id < 5", "replace")
+			if m["row_count"] != float64(5) || m["snapshot_id"] == nil || m["status"] != "materialized" {
+				t.Fatalf("materialize result %v", m)
+			}
+			// Without an ATTACH of its own, the query reads the target through __dataenv_target.
+			m = e.materialize("prod", "ducklake://main/orders", "SELECT 100 AS id, 'x' AS name, 7 AS amount", "append")
+			if m["row_count"] != float64(1) || m["total_rows"] != float64(6) {
+				t.Fatalf("append result %v", m)
+			}
+			r := e.run("prod", attachMain+"SELECT name, amount, id FROM dl.orders ORDER BY id")
+			if got := r.rowsText(); got != "item 0,0,0;item 1,2,1;item 2,4,2;item 3,6,3;item 4,8,4;x,7,100" {
+				t.Fatalf("rows %s", got)
+			}
+			if cols := fmt.Sprint(r.Columns[0].Name, r.Columns[1].Name, r.Columns[2].Name); cols != "nameamountid" {
+				t.Fatalf("column order %s", cols)
+			}
+			if got := queryString(t, e.conn, `SELECT status || ' ' || row_count || ' ' || strategy FROM dataenv.materialization_list WHERE workspace = 'prod' AND table_name = 'orders'`); got != "materialized 1 append" {
+				t.Fatalf("materialization_list: %s", got)
+			}
+			if strings.Contains(string(e.runRow("prod", attachMain+"SELECT * FROM duckdb_databases()").Result), pg.SuperPassword) {
+				t.Fatal("a result shows the catalog password")
+			}
+		})
+	}
+}
+
+// checkParquetUnder checks that the lake wrote parquet files under prefix of the storage.
+func checkParquetUnder(t *testing.T, e *env, url, prefix string) {
+	t.Helper()
+	keys := listKeys(t, url, prefix)
+	n := 0
+	for _, k := range keys {
+		if strings.HasSuffix(k, ".parquet") {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no parquet file under %s/%s: %v", url, prefix, keys)
+	}
+}
+
+// listKeys lists the object keys under prefix with an independent client.
+func listKeys(t *testing.T, url, prefix string) []string {
+	t.Helper()
+	var out []string
+	if dir, ok := strings.CutPrefix(url, "file://"); ok {
+		filepath.Walk(filepath.Join(dir, prefix), func(p string, info os.FileInfo, err error) error {
+			if err == nil && !info.IsDir() {
+				rel, _ := filepath.Rel(dir, p)
+				out = append(out, filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		return out
+	}
+	bucket := strings.TrimPrefix(url, "s3://")
+	for o := range s3.Client().ListObjects(context.Background(), bucket, minioListOpts(prefix)) {
+		if o.Err != nil {
+			t.Fatalf("list %s/%s: %v", url, prefix, o.Err)
+		}
+		out = append(out, o.Key)
+	}
+	return out
+}
+
+// Unknown lake, unknown datatable and SQL errors fail with errors naming what is wrong.
+func TestJobErrors(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	for sql, want := range map[string]string{
+		"ATTACH 'ducklake://nope' AS x; SELECT 1":    `workspace "prod" has no lake named "nope"`,
+		"ATTACH 'datatable://nope' AS x; SELECT 1":   `workspace "prod" has no datatable named "nope"`,
+		"SELECT * FROM no_such_table":                "no_such_table",
+		attachMain + "SELECT * FROM dl.no_such_table": "no_such_table",
+		"ATTACH 'ducklake://main'; SELECT 1":         "needs an alias",
+	} {
+		row := e.runRow("prod", sql)
+		if row.Status != "failed" || !strings.Contains(deref(row.Error), want) {
+			t.Errorf("%s: %s %s; want an error with %q", sql, row.Status, deref(row.Error), want)
+		}
+		if row.Error != nil && strings.Contains(*row.Error, pg.SuperPassword) {
+			t.Errorf("%s: the error shows the catalog password", sql)
+		}
+	}
+	row := e.materializeRow("prod", "ducklake://main/t", "CREATE TABLE x (a int)", "replace")
+	if row.Status != "failed" || !strings.Contains(deref(row.Error), "last statement of query must be the query") {
+		t.Errorf("materialize of a DDL: %s %s", row.Status, deref(row.Error))
+	}
+	row = e.materializeRow("prod", "ducklake://main/t", "SELECT * FROM missing_table", "replace")
+	if row.Status != "failed" || !strings.Contains(deref(row.Error), "missing_table") {
+		t.Errorf("materialize of a bad query: %s %s", row.Status, deref(row.Error))
+	}
+	if got := queryString(t, e.conn, `SELECT status FROM dataenv.materialization_list WHERE table_name = 't'`); got != "failed" {
+		t.Errorf("failed materialization recorded as %s", got)
+	}
+}
