@@ -28,8 +28,8 @@ build: ## build bin/dataenv (CGO_ENABLED=0) and bin/dataenv-runner (cgo, DuckDB)
 test: deps ## install deps, then run every test against real Postgres, S3 and DuckLake (PKGS=./x/... to narrow)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
 
-bench: deps ## run the benchmarks (tests/bench), baseline side by side
-	$(GO) run ./tests/bench
+bench: deps ## run the benchmarks (tests/bench) and update BENCHMARKS.md; BENCH_FLAGS='-only pipeline' for some
+	$(GO) run ./tests/bench $(BENCH_FLAGS)
 
 lint: ## gofmt check and go vet
 	@out="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
