@@ -99,8 +99,16 @@ func (s *Sidecar) slotName(ctx context.Context) (string, error) {
 	return slot, nil
 }
 
-// SlotCreated implements replication.Observer.
-func (s *Sidecar) SlotCreated() { s.cfg.Metrics.SlotRecreated("missing") }
+// SlotCreated implements replication.Observer. The first slot of an installation is no event;
+// a slot created after some sidecar had already confirmed a position was lost and re-created.
+func (s *Sidecar) SlotCreated() {
+	var streamedBefore bool
+	err := s.pool.QueryRow(context.Background(),
+		`SELECT EXISTS (SELECT FROM dataenv.sidecars WHERE confirmed_lsn IS NOT NULL)`).Scan(&streamedBefore)
+	if err != nil || streamedBefore {
+		s.cfg.Metrics.SlotRecreated("missing")
+	}
+}
 
 // Confirmed implements replication.Observer.
 func (s *Sidecar) Confirmed(lsn, _ pglogrepl.LSN, _ time.Duration) {
