@@ -89,13 +89,7 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 // write runs the materialization and records it.
 func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.Reporter, plan *lake.Plan, args materializeArgs, query string) (*Materialized, error) {
 	table := lake.Ident(plan.TargetAlias) + "." + lake.Ident(tableName(args.Target))
-	var write string
-	if args.Strategy == StrategyReplace {
-		write = fmt.Sprintf("CREATE OR REPLACE TABLE %s AS %s", table, query)
-	} else {
-		write = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) AS q LIMIT 0;\nINSERT INTO %s SELECT * FROM (%s) AS q",
-			table, query, table, query)
-	}
+	write := writeSQL(table, query, args.Strategy, plan.TargetDrops)
 	summary := fmt.Sprintf(`SELECT (SELECT max(snapshot_id) FROM ducklake_snapshots(%s)) AS snapshot_id,
        (SELECT count(*) FROM %s) AS total_rows`, lake.Literal(plan.TargetAlias), table)
 	res, err := h.runJob(ctx, plan, []string{plan.SQL, write, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
@@ -117,6 +111,25 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	}
 	step(ctx, rep, "record", "done", fmt.Sprintf("%d rows, snapshot %v", out.RowCount, deref(out.SnapshotID)))
 	return out, nil
+}
+
+// writeSQL is the write block. When the target is a defer view in a fork, the rows are staged
+// in a temporary table first (the query may read the view it replaces), then the view is dropped
+// and the table written from the staged rows.
+func writeSQL(table, query, strategy string, drops []string) string {
+	var pre []string
+	if len(drops) > 0 {
+		pre = append([]string{"CREATE OR REPLACE TEMP TABLE __dataenv_rows AS " + query}, drops...)
+		query = "SELECT * FROM __dataenv_rows"
+	}
+	var write string
+	if strategy == StrategyReplace {
+		write = fmt.Sprintf("CREATE OR REPLACE TABLE %s AS %s", table, query)
+	} else {
+		write = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) AS q LIMIT 0;\nINSERT INTO %s SELECT * FROM (%s) AS q",
+			table, query, table, query)
+	}
+	return strings.Join(append(pre, write), ";\n")
 }
 
 func deref(p *int64) any {

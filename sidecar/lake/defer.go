@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -121,10 +122,10 @@ func (res *resolution) namespaceExists(ctx context.Context, ns Namespace) (bool,
 	return ok, err
 }
 
-// liveViews reads the views that currently exist in the fork namespace (DuckLake's view table),
-// among names.
-func (res *resolution) liveViews(ctx context.Context, ns Namespace, names ...string) (map[string]bool, error) {
-	out := map[string]bool{}
+// liveViews reads the views that currently exist in the fork namespace (DuckLake's view table):
+// name → stored SQL. It is the source of truth for what is a view, not recorded statuses.
+func (res *resolution) liveViews(ctx context.Context, ns Namespace) (map[string]string, error) {
+	out := map[string]string{}
 	exists, err := res.namespaceExists(ctx, ns)
 	if err != nil || !exists {
 		return out, err
@@ -134,17 +135,20 @@ func (res *resolution) liveViews(ctx context.Context, ns Namespace, names ...str
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	q := fmt.Sprintf(`SELECT view_name FROM %s.ducklake_view WHERE end_snapshot IS NULL AND view_name = ANY($1)`,
-		pgx.Identifier{ns.SchemaName()}.Sanitize())
-	rows, err := conn.Query(ctx, q, names)
+	q := fmt.Sprintf(`SELECT view_name, sql FROM %s.ducklake_view WHERE end_snapshot IS NULL`, pgx.Identifier{ns.SchemaName()}.Sanitize())
+	rows, err := conn.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("read the fork's live views: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	for _, v := range list {
-		out[v] = true
+	defer rows.Close()
+	for rows.Next() {
+		var name, sql string
+		if err := rows.Scan(&name, &sql); err != nil {
+			return nil, err
+		}
+		out[name] = sql
 	}
-	return out, err
+	return out, rows.Err()
 }
 
 // deferPrelude is what follows the attach of an isolated fork's lake under alias: READ_ONLY
@@ -152,18 +156,17 @@ func (res *resolution) liveViews(ctx context.Context, ns Namespace, names ...str
 // in the fork (pointing at the nearest ancestor that owns it, plus <table>_current for SCD2
 // tables), and for a materialize target that is a live view in the fork, the drop of that view.
 func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias string, isTarget bool) ([]string, error) {
-	var stmts []string
-	if isTarget {
-		live, err := res.liveViews(ctx, ns, res.target.Table, res.target.Table+"_current")
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range []string{res.target.Table, res.target.Table + "_current"} {
-			if live[v] {
-				stmts = append(stmts, "DROP VIEW IF EXISTS "+Ident(alias)+"."+Ident(v))
-			}
-		}
+	live, err := res.liveViews(ctx, ns)
+	if err != nil {
+		return nil, err
 	}
+	var stmts []string
+	var views []deferView
+	defer func() {
+		if isTarget {
+			res.plan.TargetDrops = targetDrops(alias, res.target.Table, live, views)
+		}
+	}()
 	if len(res.ws.Ancestors) == 0 {
 		return stmts, nil // an orphaned fork: write redirect, no defer
 	}
@@ -187,47 +190,82 @@ func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias str
 		}
 		pre = append(pre, Render(true, "ducklake:postgres:"+conninfo, n.Alias, n.NS.readOnlyOptions()))
 	}
-	views := deferViews(alias, nodes, mats, res.ws.ID, res.target)
-	return append(append(pre, stmts...), views...), nil
+	views = deferList(nodes, mats, res.ws.ID)
+	return append(append(pre, stmts...), viewStatements(alias, views, live)...), nil
 }
 
-// deferViews builds the CREATE VIEW IF NOT EXISTS statements of the deferred tables.
-func deferViews(alias string, nodes []*ancestorNode, mats map[string]map[string]materialization, fork string, target *Target) []string {
+// targetDrops are the statements that turn a materialize target that is a view in the fork (a
+// live one, or one this job creates) into room for a real table: CREATE [OR REPLACE] TABLE
+// refuses to replace a view. The view is live in the catalog, not a recorded status, that
+// decides: after a failed run a status cannot tell a defer view from a real table.
+func targetDrops(alias, table string, live map[string]string, views []deferView) []string {
+	var out []string
+	for _, name := range []string{table, table + "_current"} {
+		_, isView := live[name]
+		for _, v := range views {
+			isView = isView || v.Name == name
+		}
+		if isView {
+			out = append(out, "DROP VIEW IF EXISTS "+Ident(alias)+"."+Ident(name))
+		}
+	}
+	return out
+}
+
+// deferView is one view to create in the fork: name, the ancestor alias it reads and its query.
+type deferView struct {
+	Name, Owner, Query string
+}
+
+// deferList lists the views of the deferred tables: for every table materialized up the chain
+// (latest status materialized) and not owned by the fork, one reading the nearest owner, plus
+// <table>_current for SCD2 tables.
+func deferList(nodes []*ancestorNode, mats map[string]map[string]materialization, fork string) []deferView {
+// created (IF NOT EXISTS: a real fork table of that name wins, so a concurrent first materialize
+// is harmless); a live view that reads another ancestor than the nearest owner (an ancestor
+// nearer the fork materialized the table since) is replaced; a correct one is left alone, so a
+// job does not write the catalog when nothing changed.
 	own := map[string]bool{}
 	for t, m := range mats[fork] {
 		if m.Status == "materialized" || m.SnapshotID != nil {
 			own[t] = true
 		}
 	}
-	type owner struct {
-		node *ancestorNode
-		mat  materialization
-	}
-	owners := map[string]owner{}
+	var views []deferView
+	seen := map[string]bool{}
 	for _, n := range nodes {
 		for _, w := range n.Workspaces {
 			for t, m := range mats[w] {
-				if _, done := owners[t]; !done && !own[t] && m.Status == "materialized" {
-					owners[t] = owner{n, m}
+				if seen[t] || own[t] || m.Status != "materialized" {
+					continue
+				}
+				seen[t] = true
+				src := Ident(n.Alias) + "." + Ident(t)
+				views = append(views, deferView{t, n.Alias, "SELECT * FROM " + src})
+				if m.scd2() {
+					views = append(views, deferView{t + "_current", n.Alias, "SELECT * FROM " + src + " WHERE is_current"})
 				}
 			}
 		}
 	}
-	tables := make([]string, 0, len(owners))
-	for t := range owners {
-		if target == nil || t != target.Table {
-			tables = append(tables, t)
-		}
-	}
-	sort.Strings(tables)
+	sort.Slice(views, func(i, j int) bool { return views[i].Name < views[j].Name })
+	return views
+}
+
+// viewStatements creates the views that do not exist (IF NOT EXISTS: a real fork table of that
+// name wins, so a concurrent first materialize is harmless), replaces a live view that reads
+// another ancestor than the nearest owner (an ancestor nearer the fork materialized the table
+// since), and leaves a correct one alone, so a job does not write the catalog when nothing
+// changed.
+func viewStatements(alias string, views []deferView, live map[string]string) []string {
 	var out []string
-	for _, t := range tables {
-		o := owners[t]
-		src := Ident(o.node.Alias) + "." + Ident(t)
-		out = append(out, fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s.%s AS SELECT * FROM %s", Ident(alias), Ident(t), src))
-		if o.mat.scd2() {
-			out = append(out, fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s.%s AS SELECT * FROM %s WHERE is_current",
-				Ident(alias), Ident(t+"_current"), src))
+	for _, v := range views {
+		sql, exists := live[v.Name]
+		switch {
+		case !exists:
+			out = append(out, fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s.%s AS %s", Ident(alias), Ident(v.Name), v.Query))
+		case !strings.Contains(sql, v.Owner):
+			out = append(out, fmt.Sprintf("CREATE OR REPLACE VIEW %s.%s AS %s", Ident(alias), Ident(v.Name), v.Query))
 		}
 	}
 	return out

@@ -48,6 +48,9 @@ type Plan struct {
 	TargetAlias string
 	// Target is the namespace written (materialize only).
 	Target *Namespace
+	// TargetDrops turn the target from a defer view into room for a table: run them after the
+	// query's rows are staged and before the table is written (materialize only).
+	TargetDrops []string
 	// Notes are what a person may want to know (an ancestor skipped and why).
 	Notes []string
 
