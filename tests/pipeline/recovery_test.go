@@ -148,3 +148,33 @@ func TestIdleSlotRetainsNoWAL(t *testing.T) {
 		return behind < 256<<10
 	})
 }
+
+// TestSigtermDrainsRunningRequests: SIGTERM lets a running request finish, confirms the LSN and
+// releases leadership (a second sidecar then leads).
+func TestSigtermDrainsRunningRequests(t *testing.T) {
+	t.Parallel()
+	dsn, conn := controlDB(t)
+	sc := sidecartest.Start(t, sidecartest.Options{DSN: dsn})
+	id := newRequest(t, conn, "ping", `{"sleep_ms": 1500}`)
+	eventually(t, 20*time.Second, "the gate of the sleeping ping", func() bool {
+		return queryInt(t, conn, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = dataenv.lock_class('gate')::oid AND granted`) > 0
+	})
+	if err := sc.Stop(30 * time.Second); err != nil {
+		t.Fatalf("sidecar did not exit cleanly on SIGTERM: %v", err)
+	}
+	row := sidecartest.Wait(t, conn, id, time.Second)
+	if row.Status != "succeeded" {
+		t.Fatalf("the request running at SIGTERM is %s, want it finished", row.Status)
+	}
+	if n := queryInt(t, conn, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active`); n != 0 {
+		t.Fatalf("the slot is still active after the sidecar exited")
+	}
+	b := sidecartest.Start(t, sidecartest.Options{DSN: dsn})
+	sidecartest.Wait(t, conn, newRequest(t, conn, "ping", `{}`), 30*time.Second)
+	eventually(t, 10*time.Second, "the new sidecar to lead", func() bool {
+		return queryInt(t, conn, `SELECT count(*) FROM dataenv.sidecar_status WHERE pid = $1 AND leader`, b.Pid()) == 1
+	})
+	if n := queryInt(t, conn, `SELECT attempts FROM dataenv.requests WHERE id = $1`, id); n != 1 {
+		t.Fatalf("the drained request ran %d times", n)
+	}
+}
