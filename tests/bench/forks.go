@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dataenv/dataenv/sidecar/cluster"
+	"github.com/dataenv/dataenv/sidecar/install"
+	"github.com/dataenv/dataenv/sidecar/request"
+	"github.com/dataenv/dataenv/sidecar/workspace"
+)
+
+// The forks suite: how long create_fork takes to make a datatable's copy, for a parent with 10,
+// 100 and 1000 tables, schema_only and full_copy, side by side in the same run with the plain
+// operations they are built on: CREATE DATABASE ... TEMPLATE and pg_dump --schema-only | psql.
+// The fork handlers run in-process against the bench cluster's "instance" cluster (the request
+// pipeline's own cost is the pipeline suite's subject).
+
+func init() { Register(forkSuite{}) }
+
+type forkSuite struct{}
+
+func (forkSuite) Name() string { return "forks" }
+
+// ForkRow is one parent size: the median time of each operation.
+type ForkRow struct {
+	Tables                       int
+	SchemaOnly, FullCopy         time.Duration
+	Template, DumpPsql           time.Duration
+	SchemaOnlyMethod, FullMethod string
+}
+
+func (forkSuite) Run(ctx context.Context, env *Env) (string, error) {
+	start := time.Now()
+	sizes, reps := []int{10, 100, 1000}, 3
+	if env.Quick {
+		sizes, reps = []int{10, 100}, 1
+	}
+	rows, err := ForkBench(ctx, env, sizes, reps)
+	if err != nil {
+		return "", err
+	}
+	return renderForks(env, rows, reps, time.Since(start)), nil
+}
+
+// ForkBench measures fork creation for parents of each size (reps runs each, median kept).
+func ForkBench(ctx context.Context, env *Env, sizes []int, reps int) ([]ForkRow, error) {
+	fb, err := newForkBench(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	defer fb.close()
+	var out []ForkRow
+	for _, n := range sizes {
+		env.Progress("forks: parent with %d tables", n)
+		row, err := fb.measure(ctx, n, reps)
+		if err != nil {
+			return nil, fmt.Errorf("%d tables: %w", n, err)
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+type forkBench struct {
+	env   *Env
+	super string // superuser name
+	dsn   func(db string) string
+	pool  *pgxpool.Pool
+	svc   *workspace.Service
+	reg   *request.Registry
+}
+
+func newForkBench(ctx context.Context, env *Env) (*forkBench, error) {
+	pg, err := env.Postgres(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctrl, err := env.CreateDatabase(ctx, "bench_forks_control")
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.Connect(ctx, ctrl)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	if _, err := install.Install(ctx, conn, install.Options{Logger: quietLogger("install")}); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, ctrl)
+	if err != nil {
+		return nil, err
+	}
+	fb := &forkBench{env: env, super: pg.SuperUser, dsn: pg.DSN, pool: pool}
+	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: ctrl, Logger: quietLogger("cluster")})
+	if err != nil {
+		return nil, err
+	}
+	reg := request.NewRegistry()
+	admin.Register(reg)
+	if fb.svc, err = workspace.New(workspace.Config{Control: pool, Clusters: admin, Logger: quietLogger("workspace")}); err != nil {
+		return nil, err
+	}
+	fb.svc.Register(reg)
+	fb.reg = reg
+	if _, err := fb.handle(ctx, cluster.KindSetupCluster, map[string]any{"cluster": "instance"}); err != nil {
+		return nil, fmt.Errorf("setup of the instance cluster: %w", err)
+	}
+	return fb, nil
+}
+
+func (fb *forkBench) close() { fb.pool.Close() }
+
+type discardSteps struct{}
+
+func (discardSteps) Step(context.Context, request.Step) {}
+
+// handle runs a request's handler in-process, as the dispatcher does, as the superuser.
+func (fb *forkBench) handle(ctx context.Context, kind string, args map[string]any) (json.RawMessage, error) {
+	h, ok := fb.reg.Lookup(kind)
+	if !ok {
+		return nil, fmt.Errorf("no handler for %s", kind)
+	}
+	raw, _ := json.Marshal(args)
+	res, err := h.Handle(ctx, &request.Request{ID: uuid.New(), Kind: kind, Args: raw, Status: request.Running,
+		Attempts: 1, RequestedBy: fb.super}, discardSteps{})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// measure builds a parent with n tables and times each operation reps times.
+func (fb *forkBench) measure(ctx context.Context, n, reps int) (ForkRow, error) {
+	row := ForkRow{Tables: n}
+	parent := fmt.Sprintf("bench_forks_parent_%d", n)
+	if err := fb.makeParent(ctx, parent, n); err != nil {
+		return row, err
+	}
+	ws := fmt.Sprintf("bench-%d", n)
+	if err := fb.exec(ctx, "bench_forks_control", `SELECT dataenv.create_workspace($1)`, ws); err != nil {
+		return row, err
+	}
+	if err := fb.exec(ctx, "bench_forks_control", `SELECT dataenv.add_datatable($1, 'd', 'instance', $2)`, ws, parent); err != nil {
+		return row, err
+	}
+	if _, _, err := fb.fork(ctx, ws, ws+"-warmup", workspace.ModeSchemaOnly); err != nil { // not timed
+		return row, err
+	}
+	var so, fc, tpl, dp []time.Duration
+	for i := range reps {
+		d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-so-%d", ws, i), workspace.ModeSchemaOnly)
+		if err != nil {
+			return row, err
+		}
+		so, row.SchemaOnlyMethod = append(so, d), m
+		if d, m, err = fb.fork(ctx, ws, fmt.Sprintf("%s-fc-%d", ws, i), workspace.ModeFullCopy); err != nil {
+			return row, err
+		}
+		fc, row.FullMethod = append(fc, d), m
+		if d, err = fb.plainTemplate(ctx, parent); err != nil {
+			return row, err
+		}
+		tpl = append(tpl, d)
+		if d, err = fb.plainDumpPsql(ctx, parent); err != nil {
+			return row, err
+		}
+		dp = append(dp, d)
+	}
+	row.SchemaOnly, row.FullCopy, row.Template, row.DumpPsql = medianDuration(so), medianDuration(fc), medianDuration(tpl), medianDuration(dp)
+	return row, nil
+}
+
+// fork times one create_fork handler run, then drops the fork (not timed).
+func (fb *forkBench) fork(ctx context.Context, parent, fork, mode string) (time.Duration, string, error) {
+	start := time.Now()
+	res, err := fb.handle(ctx, workspace.KindCreateFork, map[string]any{"parent": parent, "fork": fork,
+		"datatables": map[string]string{"d": mode}})
+	took := time.Since(start)
+	if err != nil {
+		return 0, "", fmt.Errorf("create_fork %s: %w", mode, err)
+	}
+	var r workspace.ForkResult
+	_ = json.Unmarshal(res, &r)
+	method := ""
+	if len(r.Datatables) == 1 {
+		method = r.Datatables[0].Method
+	}
+	if _, err := fb.handle(ctx, workspace.KindDropFork, map[string]any{"fork": fork}); err != nil {
+		return 0, "", fmt.Errorf("drop_fork: %w", err)
+	}
+	return took, method, nil
+}
+
+// makeParent (re)creates a database with n tables: a primary key, a unique and a check
+// constraint, a secondary index and 20 rows each.
+func (fb *forkBench) makeParent(ctx context.Context, db string, n int) error {
+	if _, err := fb.env.CreateDatabase(ctx, db); err != nil {
+		return err
+	}
+	var ddl strings.Builder
+	for i := range n {
+		fmt.Fprintf(&ddl, `CREATE TABLE t%[1]d (id bigserial PRIMARY KEY, code text NOT NULL UNIQUE, qty int CHECK (qty >= 0),
+			at timestamptz NOT NULL DEFAULT now());
+			CREATE INDEX t%[1]d_at_idx ON t%[1]d (at);
+			INSERT INTO t%[1]d (code, qty) SELECT 'c' || g, g FROM generate_series(1, 20) g;
+`, i)
+	}
+	return fb.exec(ctx, db, ddl.String())
+}
+
+// plainTemplate times CREATE DATABASE ... TEMPLATE parent (then drops the copy).
+func (fb *forkBench) plainTemplate(ctx context.Context, parent string) (time.Duration, error) {
+	copyDB := "bench_forks_plain_template"
+	_ = fb.exec(ctx, "postgres", `DROP DATABASE IF EXISTS `+copyDB)
+	start := time.Now()
+	if err := fb.exec(ctx, "postgres", `CREATE DATABASE `+copyDB+` TEMPLATE `+pgx.Identifier{parent}.Sanitize()); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	return took, fb.exec(ctx, "postgres", `DROP DATABASE `+copyDB)
+}
+
+// plainDumpPsql times CREATE DATABASE + pg_dump --schema-only parent | psql (then drops the copy).
+func (fb *forkBench) plainDumpPsql(ctx context.Context, parent string) (time.Duration, error) {
+	copyDB := "bench_forks_plain_dump"
+	_ = fb.exec(ctx, "postgres", `DROP DATABASE IF EXISTS `+copyDB)
+	start := time.Now()
+	if err := fb.exec(ctx, "postgres", `CREATE DATABASE `+copyDB); err != nil {
+		return 0, err
+	}
+	dump := exec.CommandContext(ctx, "pg_dump", "--schema-only", "--no-owner", "-d", fb.dsn(parent))
+	psql := exec.CommandContext(ctx, "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", fb.dsn(copyDB))
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	dump.Stdout, psql.Stdin = w, r
+	var dErr, pErr strings.Builder
+	dump.Stderr, psql.Stderr = &dErr, &pErr
+	if err := psql.Start(); err != nil {
+		return 0, err
+	}
+	if err := dump.Start(); err != nil {
+		return 0, err
+	}
+	_ = w.Close()
+	_ = r.Close()
+	de, pe := dump.Wait(), psql.Wait()
+	took := time.Since(start)
+	if de != nil || pe != nil {
+		return 0, fmt.Errorf("pg_dump | psql: %v %s / %v %s", de, dErr.String(), pe, pErr.String())
+	}
+	return took, fb.exec(ctx, "postgres", `DROP DATABASE `+copyDB)
+}
+
+func (fb *forkBench) exec(ctx context.Context, db, sql string, args ...any) error {
+	conn, err := pgx.Connect(ctx, fb.dsn(db))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("%s: %w", firstLine(sql), err)
+	}
+	return nil
+}
+
+func medianDuration(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func renderForks(env *Env, rows []ForkRow, reps int, took time.Duration) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("## Fork creation: create_fork vs. the plain operations (suite `forks`)\n\n")
+	w("Measured on %s; the suite took %s; median of %d run(s) per cell.", env.Machine(), took.Round(time.Second), reps)
+	if env.Quick {
+		w(" **Quick run (-quick): not for comparison.**")
+	}
+	w("\n\n")
+	w("Parent: N tables, each with a primary key, a unique and a check constraint, a secondary index and 20 rows. ")
+	w("create_fork runs in-process (the handler, not the request pipeline) and includes the lifecycle lock, the registry row, ")
+	w("the marked database (staging name, comment, rename, record) and the fork's workspace commit. Milliseconds.\n\n")
+	w("| tables | schema_only fork | pg_dump --schema-only \\| psql | ratio | full_copy fork | CREATE DATABASE … TEMPLATE | ratio | schema_only / full_copy |\n")
+	w("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		w("| %d | %s | %s | %s | %s | %s | %s | %s |\n", r.Tables, ms(r.SchemaOnly), ms(r.DumpPsql),
+			ratio(float64(r.SchemaOnly), float64(r.DumpPsql)), ms(r.FullCopy), ms(r.Template),
+			ratio(float64(r.FullCopy), float64(r.Template)), ratio(float64(r.SchemaOnly), float64(r.FullCopy)))
+	}
+	w("\nMethods used: ")
+	for i, r := range rows {
+		if i > 0 {
+			w("; ")
+		}
+		w("%d tables: schema_only by %s, full_copy by %s", r.Tables, r.SchemaOnlyMethod, r.FullMethod)
+	}
+	w(".\n\n")
+	if len(rows) >= 2 {
+		first, last := rows[0], rows[len(rows)-1]
+		k := float64(last.Tables) / float64(first.Tables)
+		w("Growth from %d to %d tables (×%.0f): schema_only ×%.1f, pg_dump | psql ×%.1f, full_copy ×%.1f, TEMPLATE ×%.1f.\n\n",
+			first.Tables, last.Tables, k, float64(last.SchemaOnly)/float64(first.SchemaOnly), float64(last.DumpPsql)/float64(first.DumpPsql),
+			float64(last.FullCopy)/float64(first.FullCopy), float64(last.Template)/float64(first.Template))
+	}
+	w("%s", forkMethod)
+	return b.String()
+}
+
+const forkMethod = `How to read it: a schema_only fork is a pg_dump --schema-only piped through the sidecar into
+psql --single-transaction (after SET ROLE to the cluster's application role), so it tracks the
+plain dump | psql and grows with the number of objects; the ratio is the cost of the guards (lock,
+registry, marked database) and of loading in one transaction (the plain psql commits every
+statement, each commit waiting for its WAL flush, which is why it can be the slower one). A full_copy fork of a parent nobody is
+connected to is CREATE DATABASE ... TEMPLATE, whose cost grows with the files to copy; with other
+sessions on the parent it falls back to pg_dump | pg_restore (not measured here).
+`
