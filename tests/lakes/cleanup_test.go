@@ -1,0 +1,147 @@
+package lakes_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dataenv/dataenv/sidecar/cluster"
+	"github.com/dataenv/dataenv/sidecar/lake"
+)
+
+// hooks returns the lake fork hooks on the env's control database, as the sidecar builds them.
+func (e *env) hooks() *lake.Hooks {
+	e.t.Helper()
+	pool, err := pgxpool.New(context.Background(), e.dsn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(pool.Close)
+	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: e.dsn})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return lake.NewHooks(pool, admin, lake.NewRegistry(pool, admin, 0), nil)
+}
+
+func (e *env) schemaExists(schema string) bool {
+	e.t.Helper()
+	conn := pg.Connect(e.t, e.catalog)
+	var ok bool
+	if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&ok); err != nil {
+		e.t.Fatal(err)
+	}
+	return ok
+}
+
+// dropWorkspace removes the workspace row the way drop_fork does before it calls the cleaners.
+func (e *env) dropWorkspace(id string) {
+	mustExec(e.t, e.conn, `DELETE FROM dataenv.workspaces WHERE id = $1`, id)
+}
+
+// drop_fork's lake cleanup removes the fork's schema and files and nothing else; a storage outage
+// leaves the row with schema_dropped set, and a later run sweeps the files.
+func TestCleanupFork(t *testing.T) {
+	for _, sk := range storageKinds {
+		t.Run(sk.name, func(t *testing.T) {
+			ctx := context.Background()
+			e, url := lakeEnv(t, sk)
+			e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
+			e.workspace("dev", "prod")
+			e.workspace("dev2", "prod")
+			e.materialize("dev", "ducklake://main/orders", ordersQuery, "replace")
+			e.materialize("dev", "ducklake://main/other", ordersQuery, "replace")
+			e.materialize("dev2", "ducklake://main/orders", ordersQuery, "replace")
+			devSchema, dev2Schema := lake.ForkMetadataSchema("dev", "main"), lake.ForkMetadataSchema("dev2", "main")
+			devPrefix, dev2Prefix := lake.ForkDataPrefix("dev", "lakes/main"), lake.ForkDataPrefix("dev2", "lakes/main")
+			parentObjects, parentCatalog := listKeys(t, url, "lakes/main/"), e.catalogState("public")
+			dev2Objects, dev2Catalog := listKeys(t, url, dev2Prefix), e.catalogState(dev2Schema)
+			if len(listKeys(t, url, devPrefix)) == 0 || !e.schemaExists(devSchema) {
+				t.Fatal("the fork wrote nothing")
+			}
+			h := e.hooks()
+			if err := h.CleanupFork(ctx, "dev", nil); err != nil || !e.schemaExists(devSchema) {
+				t.Fatalf("cleanup of a live fork: %v; schema exists %t", err, e.schemaExists(devSchema))
+			}
+			e.dropWorkspace("dev")
+			if sk.name == "s3" {
+				// The storage is unreachable: the schema phase finishes, the data phase fails.
+				mustExec(t, e.conn, `SELECT dataenv.update_storage_credentials('st', $1::jsonb)`, fmt.Sprintf(
+					`{"endpoint": "http://127.0.0.1:1", "region": %q, "access_key_id": %q, "secret_access_key": %q}`, s3.Region, s3.AccessKey, s3.SecretKey))
+				err := h.CleanupFork(ctx, "dev", nil)
+				var ce *lake.CleanupError
+				if !errors.As(err, &ce) || lake.BlocksCreate(err) {
+					t.Fatalf("cleanup with the storage down: %v", err)
+				}
+				if got := queryString(t, e.conn, `SELECT string_agg(schema_dropped::text, ',') FROM dataenv.fork_lake_namespaces WHERE workspace = 'dev'`); got != "true" {
+					t.Fatalf("schema_dropped after the outage: %s", got)
+				}
+				if e.schemaExists(devSchema) || len(listKeys(t, url, devPrefix)) == 0 {
+					t.Fatal("want the schema dropped and the files still there")
+				}
+				mustExec(t, e.conn, `SELECT dataenv.update_storage_credentials('st', $1::jsonb)`, fmt.Sprintf(
+					`{"endpoint": "http://%s", "region": %q, "access_key_id": %q, "secret_access_key": %q}`, s3.Endpoint, s3.Region, s3.AccessKey, s3.SecretKey))
+			}
+			if err := h.CleanupFork(ctx, "dev", nil); err != nil {
+				t.Fatalf("cleanup: %v", err)
+			}
+			if e.schemaExists(devSchema) {
+				t.Fatal("fork schema still there")
+			}
+			if got := listKeys(t, url, devPrefix); len(got) != 0 {
+				t.Fatalf("fork files left: %v", got)
+			}
+			if got := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.fork_lake_namespaces WHERE workspace = 'dev'`); got != "0" {
+				t.Fatalf("registry rows left: %s", got)
+			}
+			if got := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.lakes WHERE workspace = 'dev'`); got != "0" {
+				t.Fatalf("lake rows left: %s", got)
+			}
+			if !reflect.DeepEqual(listKeys(t, url, "lakes/main/"), parentObjects) || e.catalogState("public") != parentCatalog {
+				t.Fatal("the parent changed")
+			}
+			if !reflect.DeepEqual(listKeys(t, url, dev2Prefix), dev2Objects) || e.catalogState(dev2Schema) != dev2Catalog {
+				t.Fatal("the sibling fork changed")
+			}
+			if err := h.CleanupFork(ctx, "dev", nil); err != nil {
+				t.Fatalf("a second cleanup: %v", err)
+			}
+		})
+	}
+}
+
+// A fork id whose previous incarnation left a metadata schema that cannot be dropped is not
+// created again; nothing without the marker is ever dropped.
+func TestCreateForkRefusedWhileOldSchemaRemains(t *testing.T) {
+	ctx := context.Background()
+	e, _ := lakeEnv(t, storageKinds[0])
+	e.workspace("dev", "prod")
+	e.materialize("dev", "ducklake://main/t", "SELECT 1 AS x", "replace")
+	schema := lake.ForkMetadataSchema("dev", "main")
+	catalog := pg.Connect(t, e.catalog)
+	mustExec(t, catalog, `COMMENT ON SCHEMA `+schema+` IS 'not dataenv''s'`)
+	e.dropWorkspace("dev")
+	h := e.hooks()
+	err := h.OnCreateFork(ctx, "dev", "prod", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "lacks dataenv's marker") {
+		t.Fatalf("create over an unmarked leftover schema: %v", err)
+	}
+	if !e.schemaExists(schema) {
+		t.Fatal("an unmarked schema was dropped")
+	}
+	mustExec(t, catalog, `COMMENT ON SCHEMA `+schema+` IS `+lake.Literal(cluster.Marker+"; lake fork namespace"))
+	if err := h.OnCreateFork(ctx, "dev", "prod", nil, nil); err != nil {
+		t.Fatalf("create after the leftover became droppable: %v", err)
+	}
+	if e.schemaExists(schema) {
+		t.Fatal("the leftover schema was not dropped")
+	}
+	if got := queryString(t, e.conn, `SELECT fork_behavior FROM dataenv.lakes WHERE workspace = 'dev'`); got != "isolated" {
+		t.Fatalf("lakes of the new fork: %s", got)
+	}
+}
