@@ -207,7 +207,7 @@ func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Re
 			fork, failureText(failed))
 	}
 	for _, c := range s.cfg.Cleaners {
-		if err := c.CleanupFork(ctx, fork, rep); err != nil {
+		if err := c.CleanupFork(ctx, fork, rep); err != nil && s.cfg.BlocksCreate(err) {
 			return fmt.Errorf("create_fork: the cleanup of an earlier fork %q failed; the fork is not created until it succeeds: %w", fork, err)
 		}
 	}

@@ -67,7 +67,6 @@ func readCopy(ctx context.Context, q Querier, cluster, database string) (*Copy, 
 	return &c, nil
 }
 
-
 func registerCopy(ctx context.Context, conn *pgx.Conn, c Copy) error {
 	_, err := conn.Exec(ctx, `INSERT INTO dataenv.fork_copies (cluster, database, workspace, datatable, mode, parent_database, created_by_request)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (cluster, database) DO NOTHING`,

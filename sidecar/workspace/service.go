@@ -52,6 +52,10 @@ type Config struct {
 	Tools Tools
 	// Cleaners are other areas' fork cleanups (see ForkCleaner).
 	Cleaners []ForkCleaner
+	// BlocksCreate decides whether a cleaner's error on a previous incarnation's leftovers stops
+	// create_fork (default: every error does). The lake area passes lake.BlocksCreate: data files
+	// left behind alone do not block, a metadata schema that cannot be dropped does.
+	BlocksCreate func(err error) bool
 	// ProgressEvery is the interval between progress steps of a long copy (default 2s).
 	ProgressEvery time.Duration
 	// Now defaults to time.Now.
@@ -81,6 +85,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.BlocksCreate == nil {
+		cfg.BlocksCreate = func(err error) bool { return err != nil }
+	}
 	return &Service{cfg: cfg, log: cfg.Logger.With("component", "workspace")}, nil
 }
 
@@ -90,8 +97,19 @@ func (s *Service) Register(reg *request.Registry) {
 	reg.Register(KindDropFork, request.HandlerFunc(s.handleDropFork))
 }
 
-// Setup is the one call the composition root makes: a Service over its own cluster.Admin (built
-// from the pool's connection string), registered in reg.
+// Register builds a Service from cfg and registers its handlers in reg: the composition root's
+// one call.
+func Register(reg *request.Registry, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	s.Register(reg)
+	return nil
+}
+
+// Setup is a standalone alternative to Register (no other areas' cleaners): a Service over its
+// own cluster.Admin, built from the pool's connection string, registered in reg.
 func Setup(_ context.Context, pool *pgxpool.Pool, reg *request.Registry, m *metrics.Metrics) error {
 	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: pool.Config().ConnString(), Metrics: m})
 	if err != nil {

@@ -56,7 +56,7 @@ func TestChainOfThreeAndDrop(t *testing.T) {
 	// Cascade drops f3 then f2: exactly f2's copy goes; f1's copy and the parents stay.
 	r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.drop_fork($1, cascade => true)`, f2))
 	var res struct {
-		Workspaces []string `json:"workspaces"`
+		Workspaces []string                    `json:"workspaces"`
 		Dropped    []struct{ Database string } `json:"dropped"`
 	}
 	decode(t, r.result, &res)

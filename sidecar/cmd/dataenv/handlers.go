@@ -8,9 +8,11 @@ import (
 
 	"github.com/dataenv/dataenv/sidecar/cluster"
 	"github.com/dataenv/dataenv/sidecar/job"
+	"github.com/dataenv/dataenv/sidecar/lake"
 	"github.com/dataenv/dataenv/sidecar/metrics"
 	"github.com/dataenv/dataenv/sidecar/request"
 	"github.com/dataenv/dataenv/sidecar/testkinds"
+	"github.com/dataenv/dataenv/sidecar/workspace"
 )
 
 // setupHandlers registers every request kind's handler: the one place that knows them all.
@@ -27,6 +29,10 @@ func setupHandlers(_ context.Context, pool *pgxpool.Pool, reg *request.Registry,
 	if err != nil {
 		return err
 	}
-	_ = lakeHooks
+	// Workspaces and forks: create_fork, drop_fork (the lake side of a fork's cleanup through lakeHooks).
+	if err := workspace.Register(reg, workspace.Config{Control: pool, Clusters: admin, Metrics: m,
+		Cleaners: []workspace.ForkCleaner{lakeHooks}, BlocksCreate: lake.BlocksCreate}); err != nil {
+		return err
+	}
 	return nil
 }
