@@ -1,7 +1,7 @@
 package workspace
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -212,19 +212,21 @@ func (t *tail) Write(p []byte) (int, error) {
 
 func (t *tail) countLines(p []byte) {
 	t.line = append(t.line, p...)
-	sc := bufio.NewScanner(strings.NewReader(string(t.line)))
-	consumed := 0
-	for sc.Scan() {
-		l := sc.Text()
-		if consumed+len(l) >= len(t.line) { // incomplete last line: keep it
+	for {
+		i := bytes.IndexByte(t.line, '\n')
+		if i < 0 {
 			break
 		}
-		consumed += len(l) + 1
-		if strings.Contains(l, "creating ") || strings.Contains(l, "processing data for table") {
+		l := t.line[:i]
+		if bytes.Contains(l, []byte("creating ")) || bytes.Contains(l, []byte("processing data for table")) {
 			t.count.Add(1)
 		}
+		t.line = t.line[i+1:]
 	}
-	t.line = append(t.line[:0], t.line[consumed:]...)
+	if len(t.line) > 4096 { // an endless line: only its start matters
+		t.line = t.line[:1024]
+	}
+	t.line = append([]byte(nil), t.line...)
 }
 
 func (t *tail) String() string {
