@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dataenv/dataenv/sidecar/names"
+	"github.com/dataenv/dataenv/sidecar/sidecartest"
 	"github.com/dataenv/dataenv/sidecar/workspace"
 )
 
@@ -24,7 +25,7 @@ func TestCrashInSchemaOnlyFork(t *testing.T) {
 			mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
 			mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
 			id := f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)
-			f.sidecar.waitExit(t, 90*time.Second)
+			waitExit(t, f.sidecar)
 			f.sidecar = f.startSidecar(env...) // the marker keeps it from dying twice
 			f.mustSucceed(id)
 
@@ -66,7 +67,7 @@ func TestCrashInDropFork(t *testing.T) {
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
 	f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "full_copy"}')`, ws, fork))
 	id := f.request(a.conn, `SELECT dataenv.drop_fork($1)`, fork)
-	f.sidecar.waitExit(t, 90*time.Second)
+	waitExit(t, f.sidecar)
 	f.sidecar = f.startSidecar(env...)
 	f.mustSucceed(id)
 	if databaseExists(t, names.ForkDatabase(fork, "d")) || !databaseExists(t, p) {
@@ -74,5 +75,13 @@ func TestCrashInDropFork(t *testing.T) {
 	}
 	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.fork_copies WHERE workspace = $1`, fork); n != 0 {
 		t.Fatal("registry rows remain")
+	}
+}
+
+// waitExit waits for the sidecar to die by itself at its armed crash point.
+func waitExit(t *testing.T, p *sidecartest.Process) {
+	t.Helper()
+	if err := p.WaitExit(90 * time.Second); err != nil {
+		t.Fatalf("the sidecar did not die at the crash point: %v", err)
 	}
 }

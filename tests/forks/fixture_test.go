@@ -3,11 +3,7 @@ package forks_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/install"
+	"github.com/dataenv/dataenv/sidecar/sidecartest"
 )
 
 // fixture is one installed control database, an external cluster registered and set up in it
@@ -28,7 +25,7 @@ type fixture struct {
 	name       string    // the external cluster's name in dataenv.clusters
 	prefix     string    // names of databases the test makes on the external cluster
 	appRole    string
-	sidecar    *sidecarProc
+	sidecar    *sidecartest.Process
 }
 
 func newFixture(t *testing.T, sidecarEnv ...string) *fixture {
@@ -101,53 +98,11 @@ func dropManagedRoles(t *testing.T, roles ...string) {
 	}
 }
 
-// sidecarProc is this test binary re-executed as a sidecar (see runSidecar).
-type sidecarProc struct {
-	cmd  *exec.Cmd
-	logs *syncBuffer
-	done chan struct{}
-}
-
-func (f *fixture) startSidecar(env ...string) *sidecarProc {
+// startSidecar runs the real dataenv binary (built from ./sidecar/cmd/dataenv, whose
+// composition root registers the fork handlers) against the control database.
+func (f *fixture) startSidecar(env ...string) *sidecartest.Process {
 	f.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), sidecarEnv+"=1", "DATAENV_DSN="+f.controlDSN, "DATAENV_TEST_HOOKS=1")
-	cmd.Env = append(cmd.Env, env...)
-	p := &sidecarProc{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	f.t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-		if f.t.Failed() {
-			f.t.Logf("sidecar pid %d logs:\n%s", cmd.Process.Pid, p.logs.String())
-		}
-	})
-	return p
-}
-
-// stop ends the sidecar (SIGKILL) and waits for it.
-func (p *sidecarProc) stop(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// waitExit waits for the sidecar to die by itself (an armed crash point).
-func (p *sidecarProc) waitExit(t *testing.T, timeout time.Duration) {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		t.Fatalf("the sidecar did not die within %s", timeout)
-	}
-	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("sidecar exit: %v\n%s", p.cmd.ProcessState, p.logs.String())
-	}
+	return sidecartest.Start(f.t, sidecartest.Options{DSN: f.controlDSN, Env: env})
 }
 
 // row is a finished request.
@@ -328,21 +283,4 @@ func decode(t *testing.T, b []byte, v any) {
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("decode %s: %v", b, err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

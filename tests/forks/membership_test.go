@@ -61,7 +61,7 @@ func TestMemberOfBCannotTouchA(t *testing.T) {
 	// he asks, and no longer when the request runs.
 	mustExec(t, alice.conn, `SELECT dataenv.grant_workspace($1, $2)`, wsA, bob.name)
 	mustExec(t, alice.conn, `SELECT dataenv.grant_workspace($1, $2)`, forkA, bob.name)
-	f.sidecar.stop(t)
+	f.sidecar.Kill()
 	forkID := f.request(bob.conn, `SELECT dataenv.create_fork($1, 'bob-fork-of-a', '{"d": "schema_only"}')`, wsA)
 	dropID := f.request(bob.conn, `SELECT dataenv.drop_fork($1)`, forkA)
 	mustExec(t, alice.conn, `SELECT dataenv.revoke_workspace($1, $2)`, wsA, bob.name)
