@@ -20,6 +20,7 @@ type Env struct {
 	Quick   bool   // -quick: short phases, for a smoke run (numbers not worth committing)
 	Profile string // -profile DIR: worker subprocesses write CPU profiles there ("" = none)
 	Fsync   bool   // the shared cluster keeps fsync and synchronous_commit on (default)
+	Nice    int    // scheduling priority of this program, its workers and Postgres
 
 	exe     string
 	started time.Time
@@ -127,8 +128,8 @@ func (e *Env) Machine() string {
 		}
 		pg = fmt.Sprintf("PostgreSQL %s (throwaway cluster, %s)", e.pgVer, durable)
 	}
-	return fmt.Sprintf("%d CPUs (`nproc`; %s), %s, %s, %s, %s", runtime.NumCPU(), cpuModel(), kernel(), pg,
-		runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	return fmt.Sprintf("%d CPUs (`nproc`; %s), %s, %s, %s, benchmark processes at nice %d, %s", runtime.NumCPU(), cpuModel(), kernel(), pg,
+		runtime.Version(), e.Nice, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 }
 
 func (e *Env) close() {

@@ -36,6 +36,7 @@ func run() int {
 	quick := flag.Bool("quick", false, "short phases: a smoke run, numbers not worth committing")
 	profile := flag.String("profile", "", "directory for CPU profiles of the worker subprocesses")
 	noFsync := flag.Bool("no-fsync", false, "run the cluster with fsync and synchronous_commit off")
+	nice := flag.Int("nice", -10, "scheduling priority of this program, its workers and its Postgres (inherited); applied when permitted (root), so that other work on a shared machine disturbs the numbers less")
 	flag.Parse()
 	if *list {
 		ss, _ := selectSuites(nil)
@@ -62,6 +63,11 @@ func run() int {
 		return 1
 	}
 	env.Quick, env.Profile, env.Fsync = *quick, *profile, !*noFsync
+	if err := syscall.Setpriority(syscall.PRIO_PROCESS, 0, *nice); err == nil {
+		env.Nice = *nice
+	} else {
+		env.Progress("cannot set nice %d (%v): running at the default priority", *nice, err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer env.close()

@@ -244,7 +244,6 @@ func (s *pipelineSuite) runRound(ctx context.Context, env *Env, cfg pipelineConf
 // a second at a low rate.
 func warmUp(ctx context.Context, subs []submitFunc, r *router) error {
 	first := make(chan struct{}, 1)
-	r.cur.Store(newTracker(nil))
 	tr := newTracker(func() {
 		select {
 		case first <- struct{}{}:

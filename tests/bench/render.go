@@ -215,6 +215,7 @@ starts when the client sees its commit return.
   to the load generator over a pipe. River has no completion NOTIFY, and adding one would change
   what is measured. Default: River's fetch defaults (FetchCooldown 100 ms, FetchPollInterval 1 s),
   MaxWorkers 100. Tuned: FetchCooldown 1 ms, FetchPollInterval 5 ms, MaxWorkers 1000. Either way
-  River's completer commits completions in batches every 250 ms unless 100 are waiting (not
-  configurable).
+  River's completer commits completions in batches: every 250 ms, or at its next 50 ms tick
+  once 100 are waiting (not configurable; ` + "`JobCompleteTx`" + ` in the worker would bypass it, but
+  then the worker is no longer a no-op).
 `
