@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -63,7 +64,7 @@ func run() int {
 		return 1
 	}
 	env.Quick, env.Profile, env.Fsync = *quick, *profile, !*noFsync
-	if err := syscall.Setpriority(syscall.PRIO_PROCESS, 0, *nice); err == nil {
+	if err := setNice(*nice); err == nil {
 		env.Nice = *nice
 	} else {
 		env.Progress("cannot set nice %d (%v): running at the default priority", *nice, err)
@@ -128,3 +129,22 @@ func moduleRoot() string {
 }
 
 func ncpu() int { return runtime.NumCPU() }
+
+// setNice sets the priority of every thread of this process (Linux nice values are per thread;
+// new threads and child processes inherit the creating thread's).
+func setNice(n int) error {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
