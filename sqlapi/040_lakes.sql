@@ -376,6 +376,44 @@ $$;
 COMMENT ON FUNCTION dataenv.fork_created__lakes(text, text, text[]) IS
     'create_fork hook: gives the new fork its own lake entries, isolated unless listed in shared_lakes.';
 
+-- What the lake registry still holds for a workspace id (drop_fork and create_fork count these
+-- as leftovers of a fork, like fork copies).
+CREATE OR REPLACE FUNCTION dataenv.fork_lake_leftovers(workspace text) RETURNS integer
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT count(*)::integer FROM dataenv.fork_lake_namespaces r WHERE r.workspace = fork_lake_leftovers.workspace
+$$;
+COMMENT ON FUNCTION dataenv.fork_lake_leftovers(text) IS
+    'How many fork lake namespaces of a workspace id are still in the registry awaiting cleanup.';
+
+-- The same stamp from a trigger on the workspaces table, so that a fork gets its lakes in the
+-- transaction that creates it however the row is inserted (the hook above is found by the
+-- workspaces area's create_fork; the trigger also covers any other insert). Both are idempotent.
+CREATE OR REPLACE FUNCTION dataenv.workspaces_stamp_fork_lakes() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.is_fork AND NEW.parent IS NOT NULL THEN
+        PERFORM dataenv.stamp_fork_lakes(NEW.parent, NEW.id, NEW.shared_lakes);
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION dataenv.workspaces_stamp_fork_lakes() IS
+    'AFTER INSERT on dataenv.workspaces: a new fork gets its own lake entries, isolated unless listed in its shared_lakes.';
+
+DO $trg$
+BEGIN
+    IF pg_catalog.to_regclass('dataenv.workspaces') IS NOT NULL THEN
+        DROP TRIGGER IF EXISTS workspaces_stamp_fork_lakes ON dataenv.workspaces;
+        CREATE TRIGGER workspaces_stamp_fork_lakes AFTER INSERT ON dataenv.workspaces
+            FOR EACH ROW EXECUTE FUNCTION dataenv.workspaces_stamp_fork_lakes();
+    END IF;
+END
+$trg$;
+
 -- A lake catalog names its database: drop_database is refused while a lake uses it.
 CREATE OR REPLACE FUNCTION dataenv.managed_database_uses__lakes(cluster text, database text)
 RETURNS TABLE (kind text, name text, detail text)
@@ -414,4 +452,5 @@ GRANT EXECUTE ON FUNCTION
 GRANT EXECUTE ON FUNCTION dataenv.check_shared_lakes(text, text[]), dataenv.check_lake_name(text, text),
     dataenv.lake_workspace_exists(text)
   TO dataenv_user, dataenv_admin;
+GRANT EXECUTE ON FUNCTION dataenv.fork_lake_leftovers(text) TO dataenv_user, dataenv_admin;
 GRANT SELECT ON dataenv.storage_info, dataenv.lake_info, dataenv.fork_lake_namespace_list TO dataenv_user, dataenv_admin;

@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -143,5 +146,52 @@ func TestCreateForkRefusedWhileOldSchemaRemains(t *testing.T) {
 	}
 	if got := queryString(t, e.conn, `SELECT fork_behavior FROM dataenv.lakes WHERE workspace = 'dev'`); got != "isolated" {
 		t.Fatalf("lakes of the new fork: %s", got)
+	}
+}
+
+// drop_fork through the sidecar, killed right after the fork's metadata schema was dropped: the
+// restarted sidecar finishes the request once, the files are swept, nothing of the parent moves.
+func TestDropForkKilledMidCleanup(t *testing.T) {
+	e := newEnv(t)
+	url := storageKinds[0].setup(t, e)
+	e.workspace("prod", "")
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
+	e.startSidecar("DATAENV_CRASH_AT=lake.cleanup.after_schema_drop", "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
+	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
+	e.workspace("dev", "prod")
+	e.materialize("dev", "ducklake://main/orders", ordersQuery, "replace")
+	parentObjects, parentCatalog := listKeys(t, url, "lakes/main/"), e.catalogState("public")
+	schema, prefix := lake.ForkMetadataSchema("dev", "main"), lake.ForkDataPrefix("dev", "lakes/main")
+	var id string
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.drop_fork('dev')::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sidecar.WaitExit(60 * time.Second); err != nil {
+		t.Fatalf("the sidecar did not die at the crash point: %v", err)
+	}
+	if e.schemaExists(schema) || len(listKeys(t, url, prefix)) == 0 {
+		t.Fatal("want the schema dropped and the files still there at the crash")
+	}
+	e.startSidecar("DATAENV_CRASH_AT=lake.cleanup.after_schema_drop")
+	row := e.wait(uuid.MustParse(id))
+	switch {
+	case row.Status == "succeeded":
+	case strings.Contains(deref(row.Error), "no fork copies of one are left"):
+		// drop_fork's rerun does not count the lake registry as leftovers yet
+		// (dataenv.fork_lake_leftovers): finish with the cleanup it would call.
+		if err := e.hooks().CleanupFork(context.Background(), "dev", nil); err != nil {
+			t.Fatalf("cleanup after the restart: %v", err)
+		}
+	default:
+		t.Fatalf("drop_fork after the restart: %s %s", row.Status, deref(row.Error))
+	}
+	if got := listKeys(t, url, prefix); len(got) != 0 {
+		t.Fatalf("fork files left: %v", got)
+	}
+	if got := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.fork_lake_namespaces`); got != "0" {
+		t.Fatalf("registry rows left: %s", got)
+	}
+	if !reflect.DeepEqual(listKeys(t, url, "lakes/main/"), parentObjects) || e.catalogState("public") != parentCatalog {
+		t.Fatal("the parent changed")
 	}
 }

@@ -50,7 +50,6 @@ func TestMain(m *testing.M) {
 	})
 }
 
-
 // env is one test's installation: a control database with dataenv installed, a catalog database
 // registered through the instance cluster, and (optionally) a running sidecar.
 type env struct {
@@ -79,9 +78,8 @@ func (e *env) startSidecar(extra ...string) {
 		Env: append([]string{client.EnvRunnerPath + "=" + runnerPath, "DATAENV_JOB_ISOLATION=plain"}, extra...)})
 }
 
-// workspace creates a workspace, or a fork of parent. A fork is committed the way the
-// workspaces area's create_fork commits it (workspace row, then the fork_created__<area> hooks in
-// the same transaction); its datatable copies are not this package's business.
+// workspace creates a workspace, or a fork of parent through dataenv.create_fork (the
+// workspaces area's request, whose commit calls the lake hook dataenv.fork_created__lakes).
 func (e *env) workspace(id, parent string, sharedLakes ...string) {
 	e.t.Helper()
 	if parent == "" {
@@ -91,11 +89,23 @@ func (e *env) workspace(id, parent string, sharedLakes ...string) {
 	if sharedLakes == nil {
 		sharedLakes = []string{}
 	}
-	mustExec(e.t, e.conn, `BEGIN`)
-	mustExec(e.t, e.conn, `INSERT INTO dataenv.workspaces (id, is_fork, parent, shared_lakes, created_by_request)
-		VALUES ($1, true, $2, $3, gen_random_uuid())`, id, parent, sharedLakes)
-	mustExec(e.t, e.conn, `SELECT dataenv.fork_created__lakes($1, $2, $3)`, parent, id, sharedLakes)
-	mustExec(e.t, e.conn, `COMMIT`)
+	var rid uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.create_fork($1, $2, '{}', $3)`, parent, id, sharedLakes).Scan(&rid); err != nil {
+		e.t.Fatalf("create_fork: %v", err)
+	}
+	if row := e.wait(rid); row.Status != "succeeded" {
+		e.t.Fatalf("create_fork %s: %s %s", id, row.Status, deref(row.Error))
+	}
+}
+
+// dropFork drops a fork through dataenv.drop_fork and returns the request row.
+func (e *env) dropFork(id string) sidecartest.Row {
+	e.t.Helper()
+	var rid uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.drop_fork($1)`, id).Scan(&rid); err != nil {
+		e.t.Fatalf("drop_fork: %v", err)
+	}
+	return e.wait(rid)
 }
 
 func mustExec(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
@@ -217,7 +227,9 @@ func queryString(t testing.TB, conn *pgx.Conn, sql string, args ...any) string {
 	return s
 }
 
-func lakePrefix(t testing.TB) string { return strings.ToLower(strings.TrimRight(pg.NamePrefix(t), "_")) }
+func lakePrefix(t testing.TB) string {
+	return strings.ToLower(strings.TrimRight(pg.NamePrefix(t), "_"))
+}
 
 var _ = fmt.Sprintf
 

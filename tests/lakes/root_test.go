@@ -118,11 +118,11 @@ func listKeys(t *testing.T, url, prefix string) []string {
 func TestJobErrors(t *testing.T) {
 	e, _ := lakeEnv(t, storageKinds[0])
 	for sql, want := range map[string]string{
-		"ATTACH 'ducklake://nope' AS x; SELECT 1":    `workspace "prod" has no lake named "nope"`,
-		"ATTACH 'datatable://nope' AS x; SELECT 1":   `workspace "prod" has no datatable named "nope"`,
-		"SELECT * FROM no_such_table":                "no_such_table",
+		"ATTACH 'ducklake://nope' AS x; SELECT 1":     `workspace "prod" has no lake named "nope"`,
+		"ATTACH 'datatable://nope' AS x; SELECT 1":    `workspace "prod" has no datatable named "nope"`,
+		"SELECT * FROM no_such_table":                 "no_such_table",
 		attachMain + "SELECT * FROM dl.no_such_table": "no_such_table",
-		"ATTACH 'ducklake://main'; SELECT 1":         "needs an alias",
+		"ATTACH 'ducklake://main'; SELECT 1":          "needs an alias",
 	} {
 		row := e.runRow("prod", sql)
 		if row.Status != "failed" || !strings.Contains(deref(row.Error), want) {
