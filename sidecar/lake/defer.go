@@ -191,7 +191,12 @@ func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias str
 		pre = append(pre, Render(true, "ducklake:postgres:"+conninfo, n.Alias, n.NS.readOnlyOptions()))
 	}
 	views = deferList(nodes, mats, res.ws.ID)
-	return append(append(pre, stmts...), viewStatements(alias, views, live)...), nil
+	vs := viewStatements(alias, views, live)
+	if len(vs) > 1 {
+		// One DuckLake commit (one snapshot) for all the views, not one per view.
+		vs = append(append([]string{"BEGIN TRANSACTION"}, vs...), "COMMIT")
+	}
+	return append(append(pre, stmts...), vs...), nil
 }
 
 // targetDrops are the statements that turn a materialize target that is a view in the fork (a
