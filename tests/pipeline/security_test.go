@@ -2,8 +2,6 @@ package pipeline_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,14 +69,8 @@ func TestRowLevelSecurity(t *testing.T) {
 func TestPostgresRestartLosesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	base, err := os.MkdirTemp("", "dataenv-restart-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Chmod(base, 0o755) // the cluster runs as the postgres user when we are root
-	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	dir := filepath.Join(base, "pg")
-	cluster, err := localpg.Start(ctx, localpg.Config{Dir: dir, Name: "restart", Persistent: true})
+	// A cluster of its own: the package's shared cluster serves parallel tests.
+	cluster, err := localpg.Start(ctx, localpg.Config{Name: "restart"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +85,7 @@ func TestPostgresRestartLosesNothing(t *testing.T) {
 	sidecartest.Wait(t, conn, newRequest(t, conn, "ping", `{}`), 30*time.Second)
 	conn.Close(ctx)
 
-	if err := cluster.Stop(ctx); err != nil {
-		t.Fatalf("stop cluster: %v", err)
-	}
-	cluster, err = localpg.Start(ctx, localpg.Config{Dir: dir, Name: "restart", Persistent: true, Port: cluster.Port()})
-	if err != nil {
+	if err := cluster.Restart(ctx); err != nil {
 		t.Fatalf("restart cluster: %v", err)
 	}
 	conn, err = pgx.Connect(ctx, dsn)
