@@ -144,3 +144,22 @@ func TestJobErrors(t *testing.T) {
 		t.Errorf("failed materialization recorded as %s", got)
 	}
 }
+
+// ATTACH 'datatable://<name>' reaches the workspace's datatable database; in a fork that keeps
+// the original, the parent's.
+func TestDatatableAttach(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	db := pg.CreateDatabase(t)
+	mustExec(t, pg.Connect(t, db), `CREATE TABLE customers (id int PRIMARY KEY, name text); INSERT INTO customers VALUES (1, 'ada'), (2, 'bob')`)
+	mustExec(t, e.conn, `SELECT dataenv.add_datatable('prod', 'crm', 'instance', $1)`, db)
+	e.run("prod", attachMain+"CREATE TABLE dl.orders AS SELECT 1 AS customer_id, 10 AS amount UNION ALL SELECT 2, 5")
+	const q = "ATTACH 'datatable://crm' AS crm (READ_ONLY);\n" + attachMain +
+		"SELECT c.name, o.amount FROM dl.orders o JOIN crm.public.customers c ON c.id = o.customer_id ORDER BY 1"
+	if got := e.run("prod", q).rowsText(); got != "ada,10;bob,5" {
+		t.Fatalf("join of a lake and a datatable: %s", got)
+	}
+	e.workspace("dev", "prod")
+	if got := e.run("dev", "ATTACH 'datatable://crm' AS crm; SELECT count(*) FROM crm.public.customers").rowsText(); got != "2" {
+		t.Fatalf("keep_original datatable in a fork: %s", got)
+	}
+}
