@@ -322,23 +322,18 @@ func (s *Service) describe(ctx context.Context, args createArgs) (*ForkResult, e
 }
 
 // withWorkspaceLock holds the advisory lock of a workspace id (dataenv.workspace_lock_class(),
-// hashtext(id)) on a pinned control connection while fn runs: create_fork and drop_fork of one id
-// never interleave.
-func (s *Service) withWorkspaceLock(ctx context.Context, id string, fn func() error) (err error) {
-	conn, err := s.cfg.Control.Acquire(ctx)
+// hashtext(id)) while fn runs, so create_fork and drop_fork of one id never interleave. The lock
+// lives on a connection of its own, outside the pool: a handler holding it never competes with
+// the lifecycle locks and the dispatcher for pooled connections. Closing that connection releases
+// the lock whatever happens.
+func (s *Service) withWorkspaceLock(ctx context.Context, id string, fn func() error) error {
+	conn, err := pgx.ConnectConfig(ctx, s.cfg.Control.Config().ConnConfig.Copy())
 	if err != nil {
-		return retryable(fmt.Errorf("lock workspace %q: %w", id, err))
+		return retryable(fmt.Errorf("lock workspace %q: connect: %w", id, err))
 	}
+	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_advisory_lock(dataenv.workspace_lock_class(), pg_catalog.hashtext($1))`, id); err != nil {
-		_ = conn.Hijack().Close(context.WithoutCancel(ctx))
 		return retryable(fmt.Errorf("lock workspace %q: %w", id, err))
 	}
-	defer func() {
-		if _, uerr := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_catalog.pg_advisory_unlock(dataenv.workspace_lock_class(), pg_catalog.hashtext($1))`, id); uerr != nil {
-			_ = conn.Hijack().Close(context.WithoutCancel(ctx))
-			return
-		}
-		conn.Release()
-	}()
 	return fn()
 }
