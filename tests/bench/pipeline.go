@@ -84,6 +84,9 @@ func (r *rateResult) add(o rateResult) {
 	r.toNotify = append(r.toNotify, o.toNotify...)
 }
 
+// saturated: the system could not even take 90% of the offered rate.
+func (r *rateResult) saturated() bool { return r.achieved() < 0.9*r.rate }
+
 func (r *rateResult) achieved() float64 {
 	if r.elapsed == 0 {
 		return 0

@@ -48,14 +48,21 @@ func renderVerdict(w func(string, ...any), rs []*targetResult) {
 	d := rs[0]
 	p99ok, tputOK := true, true
 	var bestRiver float64
-	var worse []string
+	var worse, saturated []string
 	dt := d.tput()
 	for _, o := range rs[1:] {
 		if o.err != nil {
 			continue
 		}
 		for i, rr := range d.rates {
-			if i < len(o.rates) && rr.lat.pct(99) >= o.rates[i].lat.pct(99) {
+			if i >= len(o.rates) {
+				continue
+			}
+			if o.rates[i].saturated() {
+				saturated = append(saturated, fmt.Sprintf("%s cannot take %.0f/s (it achieved %.0f/s)", o.name, rr.rate, o.rates[i].achieved()))
+				continue
+			}
+			if rr.lat.pct(99) >= o.rates[i].lat.pct(99) {
 				p99ok = false
 				worse = append(worse, fmt.Sprintf("%s at %.0f/s", o.name, rr.rate))
 			}
@@ -70,6 +77,9 @@ func renderVerdict(w func(string, ...any), rs []*targetResult) {
 	if !p99ok {
 		w(" (not lower than %s)", strings.Join(worse, ", "))
 	}
+	if len(saturated) > 0 {
+		w("; not compared where the baseline could not take the offered rate: %s", strings.Join(saturated, ", "))
+	}
 	w(". At least River's throughput: %s (dataenv %.0f/s, best River configuration %.0f/s).\n\n", mark[tputOK], dt.completed, bestRiver)
 	for _, o := range rs {
 		if o.err != nil {
@@ -80,7 +90,7 @@ func renderVerdict(w func(string, ...any), rs []*targetResult) {
 
 func renderRates(w func(string, ...any), cfg pipelineConfig, rs []*targetResult) {
 	w("### Latency at a fixed offered rate\n\n")
-	w("Open loop: arrivals evenly spaced at the offered rate over %d client connections, %s per rate in each of %d rounds (latencies pooled). Latency: from the insert's commit returning to the client until the client learns that the outcome is committed.\n\n", cfg.clients, cfg.rateDur, cfg.rounds)
+	w("Open loop: arrivals evenly spaced at the offered rate over %d client connections, %s per rate in each of %d rounds (latencies pooled). Latency: from the insert's commit returning to the client until the client learns that the outcome is committed. \"Saturated\": the clients could not even insert at 90%% of the offered rate, so that row's latency is at a lower rate.\n\n", cfg.clients, cfg.rateDur, cfg.rounds)
 	w("| system | offered/s | achieved/s | p50 ms | p90 ms | p99 ms | max ms | completed | not completed |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, rate := range cfg.rates {
 		for _, r := range rs {
@@ -88,7 +98,11 @@ func renderRates(w func(string, ...any), cfg pipelineConfig, rs []*targetResult)
 				if rr.rate != rate || rr.submitted == 0 {
 					continue
 				}
-				w("| %s | %.0f | %.0f | %s | %s | %s | %s | %d | %d |\n", r.name, rr.rate, rr.achieved(),
+				sat := ""
+				if rr.saturated() {
+					sat = " (saturated)"
+				}
+				w("| %s | %.0f | %.0f%s | %s | %s | %s | %s | %d | %d |\n", r.name, rr.rate, rr.achieved(), sat,
 					ms(rr.lat.pct(50)), ms(rr.lat.pct(90)), ms(rr.lat.pct(99)), ms(rr.lat.pct(100)), len(rr.lat), rr.missing)
 			}
 		}
@@ -117,8 +131,12 @@ func renderRatios(w func(string, ...any), cfg pipelineConfig, rs []*targetResult
 				w(" n/a | n/a |")
 				continue
 			}
-			w(" %s | %s |", ratio(float64(d.rates[i].lat.pct(50)), float64(o.rates[i].lat.pct(50))),
-				ratio(float64(d.rates[i].lat.pct(99)), float64(o.rates[i].lat.pct(99))))
+			sat := ""
+			if o.rates[i].saturated() {
+				sat = " (baseline saturated)"
+			}
+			w(" %s%s | %s%s |", ratio(float64(d.rates[i].lat.pct(50)), float64(o.rates[i].lat.pct(50))), sat,
+				ratio(float64(d.rates[i].lat.pct(99)), float64(o.rates[i].lat.pct(99))), sat)
 		}
 		w(" %s |\n", ratio(d.tput().completed, o.tput().completed))
 	}
