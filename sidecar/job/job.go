@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -176,7 +175,7 @@ func (h *Handlers) isolation(plan *lake.Plan) client.Isolation {
 	if h.cfg.Isolation != "" {
 		return h.cfg.Isolation
 	}
-	if strings.Contains(plan.SQL, "DATA_PATH '/") {
+	if plan.LocalFiles {
 		return client.IsolationPlain
 	}
 	return client.IsolationAuto
@@ -223,5 +222,3 @@ func step(ctx context.Context, rep request.Reporter, name, status, detail string
 		rep.Step(ctx, request.Step{Name: name, Status: status, Detail: detail, At: time.Now()})
 	}
 }
-
-var _ = fmt.Sprintf

@@ -53,6 +53,9 @@ type Plan struct {
 	TargetDrops []string
 	// Notes are what a person may want to know (an ancestor skipped and why).
 	Notes []string
+	// LocalFiles is true when a lake of the job keeps its files on a file:// storage (outside a
+	// jailed runner's mounts).
+	LocalFiles bool
 
 	secrets  []string
 	catalogs *catalogs
@@ -177,6 +180,8 @@ func (res *resolution) storage(ctx context.Context, name string) (Storage, error
 	res.storages[name] = s
 	if s.IsS3() {
 		res.s3[name] = s
+	} else {
+		res.plan.LocalFiles = true
 	}
 	return s, nil
 }
