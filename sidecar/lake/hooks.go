@@ -96,7 +96,7 @@ func (e *CleanupError) Error() string {
 // registryRow is one row of dataenv.fork_lake_namespaces.
 type registryRow struct {
 	Workspace, Lake, Schema, Cluster, Database, Storage, StorageURL, DataPath string
-	SchemaDropped                                                            bool
+	SchemaDropped                                                             bool
 }
 
 const registryRowsSQL = `
