@@ -226,10 +226,6 @@ type deferView struct {
 // (latest status materialized) and not owned by the fork, one reading the nearest owner, plus
 // <table>_current for SCD2 tables.
 func deferList(nodes []*ancestorNode, mats map[string]map[string]materialization, fork string) []deferView {
-	// created (IF NOT EXISTS: a real fork table of that name wins, so a concurrent first materialize
-	// is harmless); a live view that reads another ancestor than the nearest owner (an ancestor
-	// nearer the fork materialized the table since) is replaced; a correct one is left alone, so a
-	// job does not write the catalog when nothing changed.
 	own := map[string]bool{}
 	for t, m := range mats[fork] {
 		if m.Status == "materialized" || m.SnapshotID != nil {
