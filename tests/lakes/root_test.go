@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 )
 
 // storageKind sets up a storage for a test: a local directory or a bucket of the S3 server.
@@ -161,5 +164,32 @@ func TestDatatableAttach(t *testing.T) {
 	e.workspace("dev", "prod")
 	if got := e.run("dev", "ATTACH 'datatable://crm' AS crm; SELECT count(*) FROM crm.public.customers").rowsText(); got != "2" {
 		t.Fatalf("keep_original datatable in a fork: %s", got)
+	}
+}
+
+// A sidecar killed after the lake write and before the record: the restarted sidecar finishes
+// the request once, with one materialization row and the table as the query says.
+func TestMaterializeKilledAfterWrite(t *testing.T) {
+	e := newEnv(t)
+	storageKinds[0].setup(t, e)
+	e.workspace("prod", "")
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
+	e.startSidecar("DATAENV_CRASH_AT=job.materialize.after_write", "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.materialize('prod', 'ducklake://main/t', 'SELECT range AS x FROM range(7)')`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sidecar.WaitExit(60 * time.Second); err != nil {
+		t.Fatalf("the sidecar did not die at the crash point: %v", err)
+	}
+	e.startSidecar()
+	if row := e.wait(id); row.Status != "succeeded" {
+		t.Fatalf("materialize after the restart: %s %s", row.Status, deref(row.Error))
+	}
+	if got := queryString(t, e.conn, `SELECT count(*)::text || ' ' || max(row_count) FROM dataenv.materializations WHERE request_id = $1`, id); got != "1 7" {
+		t.Fatalf("materialization rows: %s", got)
+	}
+	if got := e.run("prod", attachMain+"SELECT count(*) FROM dl.t").rowsText(); got != "7" {
+		t.Fatalf("table rows: %s", got)
 	}
 }
