@@ -3,6 +3,7 @@ package client
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -91,9 +92,12 @@ func bwrapArgs(bwrap string, cfg Config, w *workDir, runnerArgs []string) []stri
 // nsjailArgs is the nsjail equivalent of bwrapArgs (network kept, no resource limits of
 // nsjail's own: the memory limit is DuckDB's and the disk cap is the watchdog's).
 func nsjailArgs(nsjail string, cfg Config, w *workDir, runnerArgs []string) []string {
-	a := []string{nsjail, "--mode", "o", "--quiet", "--disable_clone_newnet",
-		"--time_limit", "0", "--rlimit_as", "max", "--rlimit_fsize", "max",
-		"--rlimit_nofile", "max", "--rlimit_nproc", "max", "--rlimit_stack", "max",
+	// --skip_setsid keeps the jail in the runner's process group, so killing the group kills
+	// the jailed runner too. It is safe here: the group leads its own session, off any terminal.
+	a := []string{nsjail, "--mode", "o", "--quiet", "--skip_setsid", "--disable_clone_newnet",
+		// fsize in MB: nsjail's "inf" for it overflows into a limit that fails every write.
+		"--time_limit", "0", "--rlimit_as", "inf", "--rlimit_fsize", "16777216",
+		"--rlimit_nofile", "max", "--rlimit_nproc", "max",
 		"--bindmount_ro", "/usr"}
 	a = append(a, systemDirs("--symlink", "--bindmount_ro")...)
 	for _, f := range etcFiles {
@@ -101,7 +105,13 @@ func nsjailArgs(nsjail string, cfg Config, w *workDir, runnerArgs []string) []st
 			a = append(a, "--bindmount_ro", f)
 		}
 	}
-	a = append(a, "--bindmount_ro", "/dev/null", "--bindmount_ro", "/dev/urandom",
+	for _, d := range []string{"/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"} {
+		a = append(a, "--bindmount", d)
+	}
+	for i, d := range []string{"/dev/stdin", "/dev/stdout", "/dev/stderr"} {
+		a = append(a, "--symlink", "/proc/self/fd/"+strconv.Itoa(i)+":"+d)
+	}
+	a = append(a, "--symlink", "/proc/self/fd:/dev/fd",
 		"--bindmount", w.host+":"+jailWork,
 		"--bindmount", w.host+"/tmp:/tmp",
 		"--bindmount_ro", cfg.RunnerPath+":"+jailRunner,
@@ -109,6 +119,9 @@ func nsjailArgs(nsjail string, cfg Config, w *workDir, runnerArgs []string) []st
 		"--cwd", jailWork)
 	for _, kv := range childEnv(jailWork) {
 		a = append(a, "--env", kv)
+	}
+	if slices.Contains(runnerArgs, "--ready-fd") {
+		a = append(a, "--pass_fd", "3") // nsjail closes other inherited descriptors
 	}
 	return append(append(a, "--", jailRunner), runnerArgs...)
 }

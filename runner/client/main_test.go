@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 func newClient(t *testing.T, cfg client.Config) (*client.Client, string) {
 	t.Helper()
 	cfg.RunnerPath = runnerPath
+	// DATAENV_TEST_JAIL=nsjail runs the jailed tests under nsjail (default: nsjail when on
+	// PATH, else bubblewrap).
+	cfg.Jail = os.Getenv("DATAENV_TEST_JAIL")
 	if cfg.WorkRoot == "" {
 		cfg.WorkRoot = t.TempDir()
 	}

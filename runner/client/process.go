@@ -79,7 +79,8 @@ func (c *Client) spawn(mode Isolation, preload bool) (*process, error) {
 		cmd.ExtraFiles[0].Close()
 		p.ready = make(chan struct{})
 		go func() {
-			io.Copy(io.Discard, readyR)
+			// One byte when the preload is done, or EOF when the runner died first.
+			readyR.Read(make([]byte, 1))
 			readyR.Close()
 			close(p.ready)
 		}()

@@ -37,7 +37,10 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 			in, err := engine.Open(ctx, *extDir, strings.Split(*preload, ",")...)
 			warm <- warmInstance{in, err}
 			if *readyFD > 2 {
-				os.NewFile(uintptr(*readyFD), "ready").Close()
+				// A byte, not just EOF: a jail may hold its own copy of the descriptor open.
+				f := os.NewFile(uintptr(*readyFD), "ready")
+				f.Write([]byte{'1'})
+				f.Close()
 			}
 		}()
 	} else {
@@ -124,9 +127,15 @@ func writeResponse(path string, resp *protocol.Response) error {
 }
 
 // raiseOOMScore makes the kernel pick this process first when memory runs out. The client
-// also sets it before exec where it can (choom); this covers the rest.
+// sets it before exec where it can (choom); this covers the rest.
 func raiseOOMScore(adj int, stderr io.Writer) {
-	err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
+	const path = "/proc/self/oom_score_adj"
+	if cur, err := os.ReadFile(path); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(cur))); err == nil && n >= adj {
+			return
+		}
+	}
+	err := os.WriteFile(path, []byte(strconv.Itoa(adj)), 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "dataenv-runner: raise oom_score_adj: %v\n", err)
 	}

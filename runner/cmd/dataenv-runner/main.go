@@ -19,7 +19,8 @@ Usage:
       sidecar calls it; credentials travel only on stdin.
       Exit status: 0 success, 1 the job failed (error in the result file), 2 bad request.
       With --preload, DuckDB opens and loads those extensions from DIR while the job is
-      still on its way, then closes file descriptor N: how the client keeps a warm spare.
+      still on its way, then writes a byte to file descriptor N: how the client keeps a
+      warm spare.
 
   dataenv-runner run [flags] --sql 'SQL' [--sql 'SQL' ...]
       Run SQL blocks by hand and print the response JSON on stdout. For debugging: SQL given
