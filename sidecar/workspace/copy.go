@@ -87,7 +87,9 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
 		}
-		method, err := s.createDatabase(ctx, l, c)
+		method, err := s.createDatabase(ctx, l, c, func(detail string) {
+			s.step(ctx, rep, fmt.Sprintf("copy datatable %s (%s)", it.Datatable, it.Mode), "copying", detail)
+		})
 		if err != nil {
 			return err
 		}
@@ -114,7 +116,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 // createDatabase creates the copy's marked database: by TEMPLATE for a full_copy whose parent has
 // no other sessions (falling back to an empty database when the template copy is refused: a
 // session connected meanwhile, or the admin may not clone that database), else empty.
-func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy) (string, error) {
+func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy, report func(string)) (string, error) {
 	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace}
 	if c.Mode == ModeFullCopy {
 		idle, err := noOtherSessions(ctx, l, c.ParentDatabase)
@@ -124,6 +126,7 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy)
 		if idle {
 			topts := opts
 			topts.Template = c.ParentDatabase
+			report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase)
 			_, err := l.CreateMarkedDatabase(ctx, c.Database, topts)
 			if err == nil {
 				return MethodTemplate, nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,16 @@ func (forkSuite) Run(ctx context.Context, env *Env) (string, error) {
 	sizes, reps := []int{10, 100, 1000}, 3
 	if env.Quick {
 		sizes, reps = []int{10, 100}, 1
+	}
+	if v := os.Getenv("DATAENV_BENCH_FORK_SIZES"); v != "" { // e.g. "1000": explore one size
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return "", fmt.Errorf("DATAENV_BENCH_FORK_SIZES: %q is not a table count", f)
+			}
+			sizes = append(sizes, n)
+		}
 	}
 	rows, err := ForkBench(ctx, env, sizes, reps)
 	if err != nil {
@@ -170,19 +181,20 @@ func (fb *forkBench) measure(ctx context.Context, n, reps int, warmup bool) (For
 	}
 	var so, fc, tpl, dp []time.Duration
 	for i := range reps {
-		d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-so-%d", ws, i), workspace.ModeSchemaOnly)
+		d, err := fb.plainTemplate(ctx, parent)
 		if err != nil {
 			return row, err
 		}
-		so, row.SchemaOnlyMethod = append(so, d), m
-		if d, m, err = fb.fork(ctx, ws, fmt.Sprintf("%s-fc-%d", ws, i), workspace.ModeFullCopy); err != nil {
+		tpl = append(tpl, d)
+		d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-fc-%d", ws, i), workspace.ModeFullCopy)
+		if err != nil {
 			return row, err
 		}
 		fc, row.FullMethod = append(fc, d), m
-		if d, err = fb.plainTemplate(ctx, parent); err != nil {
+		if d, m, err = fb.fork(ctx, ws, fmt.Sprintf("%s-so-%d", ws, i), workspace.ModeSchemaOnly); err != nil {
 			return row, err
 		}
-		tpl = append(tpl, d)
+		so, row.SchemaOnlyMethod = append(so, d), m
 		if d, err = fb.plainDumpPsql(ctx, parent); err != nil {
 			return row, err
 		}
@@ -194,6 +206,9 @@ func (fb *forkBench) measure(ctx context.Context, n, reps int, warmup bool) (For
 
 // fork times one create_fork handler run, then drops the fork (not timed).
 func (fb *forkBench) fork(ctx context.Context, parent, fork, mode string) (time.Duration, string, error) {
+	if err := fb.settle(ctx); err != nil {
+		return 0, "", err
+	}
 	start := time.Now()
 	res, err := fb.handle(ctx, workspace.KindCreateFork, map[string]any{"parent": parent, "fork": fork,
 		"datatables": map[string]string{"d": mode}})
@@ -214,7 +229,7 @@ func (fb *forkBench) fork(ctx context.Context, parent, fork, mode string) (time.
 }
 
 // makeParent (re)creates a database with n tables: a primary key, a unique and a check
-// constraint, a secondary index and 20 rows each.
+// constraint, a secondary index and 20 rows each; vacuumed (frozen).
 func (fb *forkBench) makeParent(ctx context.Context, db string, n int) error {
 	if _, err := fb.env.CreateDatabase(ctx, db); err != nil {
 		return err
@@ -227,13 +242,20 @@ func (fb *forkBench) makeParent(ctx context.Context, db string, n int) error {
 			INSERT INTO t%[1]d (code, qty) SELECT 'c' || g, g FROM generate_series(1, 20) g;
 `, i)
 	}
-	return fb.exec(ctx, db, ddl.String())
+	if err := fb.exec(ctx, db, ddl.String()); err != nil {
+		return err
+	}
+	// Settle the new rows (hint bits, visibility map) so the first copy does not pay for it.
+	return fb.exec(ctx, db, `VACUUM (FREEZE, ANALYZE)`)
 }
 
 // plainTemplate times CREATE DATABASE ... TEMPLATE parent (then drops the copy).
 func (fb *forkBench) plainTemplate(ctx context.Context, parent string) (time.Duration, error) {
 	copyDB := "bench_forks_plain_template"
 	_ = fb.exec(ctx, "postgres", `DROP DATABASE IF EXISTS `+copyDB)
+	if err := fb.settle(ctx); err != nil {
+		return 0, err
+	}
 	start := time.Now()
 	if err := fb.exec(ctx, "postgres", `CREATE DATABASE `+copyDB+` TEMPLATE `+pgx.Identifier{parent}.Sanitize()); err != nil {
 		return 0, err
@@ -246,6 +268,9 @@ func (fb *forkBench) plainTemplate(ctx context.Context, parent string) (time.Dur
 func (fb *forkBench) plainDumpPsql(ctx context.Context, parent string) (time.Duration, error) {
 	copyDB := "bench_forks_plain_dump"
 	_ = fb.exec(ctx, "postgres", `DROP DATABASE IF EXISTS `+copyDB)
+	if err := fb.settle(ctx); err != nil {
+		return 0, err
+	}
 	start := time.Now()
 	if err := fb.exec(ctx, "postgres", `CREATE DATABASE `+copyDB); err != nil {
 		return 0, err
@@ -276,6 +301,10 @@ func (fb *forkBench) plainDumpPsql(ctx context.Context, parent string) (time.Dur
 	return took, fb.exec(ctx, "postgres", `DROP DATABASE `+copyDB)
 }
 
+// settle runs a CHECKPOINT before each timed operation, so that none of them pays for the dirty
+// buffers the previous one left (CREATE DATABASE flushes them).
+func (fb *forkBench) settle(ctx context.Context) error { return fb.exec(ctx, "postgres", `CHECKPOINT`) }
+
 func (fb *forkBench) exec(ctx context.Context, db, sql string, args ...any) error {
 	conn, err := pgx.Connect(ctx, fb.dsn(db))
 	if err != nil {
@@ -303,9 +332,9 @@ func renderForks(env *Env, rows []ForkRow, reps int, took time.Duration) string 
 		w(" **Quick run (-quick): not for comparison.**")
 	}
 	w("\n\n")
-	w("Parent: N tables, each with a primary key, a unique and a check constraint, a secondary index and 20 rows. ")
+	w("Parent: N tables, each with a primary key, a unique and a check constraint, a secondary index and 20 rows, vacuumed. ")
 	w("create_fork runs in-process (the handler, not the request pipeline) and includes the lifecycle lock, the registry row, ")
-	w("the marked database (staging name, comment, rename, record) and the fork's workspace commit. Milliseconds.\n\n")
+	w("the marked database (staging name, comment, rename, record) and the fork's workspace commit. Each timed operation starts after a CHECKPOINT. Milliseconds.\n\n")
 	w("| tables | schema_only fork | pg_dump --schema-only \\| psql | ratio | full_copy fork | CREATE DATABASE … TEMPLATE | ratio | schema_only / full_copy |\n")
 	w("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
