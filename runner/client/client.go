@@ -57,7 +57,10 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 		}
 		req.Blocks = unforce(req.Blocks)
 	}
-	p, warm, err := c.process(mode)
+	if err := checkMounts(job.Mounts); err != nil {
+		return nil, err
+	}
+	p, warm, err := c.process(mode, job.Mounts)
 	if err != nil {
 		return nil, err
 	}
@@ -91,9 +94,13 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 }
 
 // process returns a runner for mode: the warm spare when there is a live one, else a new one.
-func (c *Client) process(mode Isolation) (*process, bool, error) {
-	if !c.cfg.WarmSpare {
-		p, err := c.spawn(mode, false)
+// A jailed job with mounts gets a runner of its own (a spare's mounts are set already).
+func (c *Client) process(mode Isolation, mounts []Mount) (*process, bool, error) {
+	if mode != IsolationJailed {
+		mounts = nil
+	}
+	if !c.cfg.WarmSpare || len(mounts) > 0 {
+		p, err := c.spawn(mode, false, mounts)
 		return p, false, err
 	}
 	c.mu.Lock()
@@ -108,7 +115,7 @@ func (c *Client) process(mode Isolation) (*process, bool, error) {
 			return spare, true, nil
 		}
 	}
-	p, err := c.spawn(mode, true)
+	p, err := c.spawn(mode, true, nil)
 	return p, false, err
 }
 
@@ -144,7 +151,7 @@ func (c *Client) refill(mode Isolation) {
 		return
 	}
 	c.mu.Unlock()
-	p, err := c.spawn(mode, true)
+	p, err := c.spawn(mode, true, nil)
 	if err != nil {
 		c.cfg.Logger.Warn("start a spare DuckDB runner", "isolation", mode, "error", err)
 		return

@@ -36,7 +36,7 @@ func childEnv(home string) []string {
 }
 
 // argv builds the command line of a runner in mode. runnerArgs are the runner's own flags.
-func (c *Client) argv(mode Isolation, w *workDir, runnerArgs []string) ([]string, []string, error) {
+func (c *Client) argv(mode Isolation, w *workDir, mounts []Mount, runnerArgs []string) ([]string, []string, error) {
 	var cmd []string
 	env := childEnv("")
 	switch mode {
@@ -46,9 +46,9 @@ func (c *Client) argv(mode Isolation, w *workDir, runnerArgs []string) ([]string
 			return nil, nil, err
 		}
 		if name == "nsjail" {
-			cmd = nsjailArgs(path, c.cfg, w, runnerArgs)
+			cmd = nsjailArgs(path, c.cfg, w, mounts, runnerArgs)
 		} else {
-			cmd = bwrapArgs(path, c.cfg, w, runnerArgs)
+			cmd = bwrapArgs(path, c.cfg, w, mounts, runnerArgs)
 		}
 	default: // plain, and unshare: its namespaces come from sysProcAttr
 
@@ -66,7 +66,7 @@ func (c *Client) argv(mode Isolation, w *workDir, runnerArgs []string) ([]string
 // read-only /dev, the work directory at /work (and /tmp inside it), the binary and the extension
 // cache read-only, everything else read-only and empty. The sidecar's files and home are not
 // there.
-func bwrapArgs(bwrap string, cfg Config, w *workDir, runnerArgs []string) []string {
+func bwrapArgs(bwrap string, cfg Config, w *workDir, mounts []Mount, runnerArgs []string) []string {
 	a := []string{bwrap, "--die-with-parent", "--unshare-all", "--share-net",
 		"--ro-bind", "/usr", "/usr"}
 	a = append(a, systemDirs("--symlink", "--ro-bind-try")...)
@@ -77,7 +77,15 @@ func bwrapArgs(bwrap string, cfg Config, w *workDir, runnerArgs []string) []stri
 		"--bind", w.host, jailWork,
 		"--bind", w.host+"/tmp", "/tmp",
 		"--ro-bind", cfg.RunnerPath, jailRunner,
-		"--ro-bind", cfg.ExtensionDir, jailExtension,
+		"--ro-bind", cfg.ExtensionDir, jailExtension)
+	for _, m := range mounts {
+		opt := "--ro-bind"
+		if m.Writable {
+			opt = "--bind"
+		}
+		a = append(a, opt, m.Path, m.Path)
+	}
+	a = append(a,
 		// The jail's own root and /dev are tmpfs: read-only, so the work dir stays the only
 		// writable place and the spill watchdog sees every byte a job writes.
 		"--remount-ro", "/", "--remount-ro", "/dev",
@@ -91,7 +99,7 @@ func bwrapArgs(bwrap string, cfg Config, w *workDir, runnerArgs []string) []stri
 
 // nsjailArgs is the nsjail equivalent of bwrapArgs (network kept, no resource limits of
 // nsjail's own: the memory limit is DuckDB's and the disk cap is the watchdog's).
-func nsjailArgs(nsjail string, cfg Config, w *workDir, runnerArgs []string) []string {
+func nsjailArgs(nsjail string, cfg Config, w *workDir, mounts []Mount, runnerArgs []string) []string {
 	// --skip_setsid keeps the jail in the runner's process group, so killing the group kills
 	// the jailed runner too. It is safe here: the group leads its own session, off any terminal.
 	a := []string{nsjail, "--mode", "o", "--quiet", "--skip_setsid", "--disable_clone_newnet",
@@ -115,8 +123,15 @@ func nsjailArgs(nsjail string, cfg Config, w *workDir, runnerArgs []string) []st
 		"--bindmount", w.host+":"+jailWork,
 		"--bindmount", w.host+"/tmp:/tmp",
 		"--bindmount_ro", cfg.RunnerPath+":"+jailRunner,
-		"--bindmount_ro", cfg.ExtensionDir+":"+jailExtension,
-		"--cwd", jailWork)
+		"--bindmount_ro", cfg.ExtensionDir+":"+jailExtension)
+	for _, m := range mounts {
+		opt := "--bindmount_ro"
+		if m.Writable {
+			opt = "--bindmount"
+		}
+		a = append(a, opt, m.Path+":"+m.Path)
+	}
+	a = append(a, "--cwd", jailWork)
 	for _, kv := range childEnv(jailWork) {
 		a = append(a, "--env", kv)
 	}

@@ -35,7 +35,7 @@ func (c *Client) installOutside(ctx context.Context, blocks []string) error {
 	}
 	c.installMu.Lock()
 	defer c.installMu.Unlock()
-	p, err := c.spawn(IsolationPlain, false)
+	p, err := c.spawn(IsolationPlain, false, nil)
 	if err != nil {
 		return err
 	}

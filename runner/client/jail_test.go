@@ -91,3 +91,39 @@ func TestJailedInstallOfCachedExtension(t *testing.T) {
 }
 
 func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// A jailed job sees a mounted host directory at the same path: a DuckLake with its data path
+// there round-trips; a read-only mount refuses writes; the jail's own paths cannot be mounted.
+func TestJailMounts(t *testing.T) {
+	c, root := newClient(t, client.Config{Isolation: client.IsolationJailed})
+	data := t.TempDir()
+	schema := "lake_" + strings.ToLower(pg.NamePrefix(t))
+	attach := "ATTACH " + sqlString("ducklake:postgres:"+pg.DSN(pg.CreateDatabase(t))) + " AS lake (DATA_PATH " +
+		sqlString(data+"/") + ", METADATA_SCHEMA " + sqlString(schema) + ")"
+	rw := []client.Mount{{Path: data, Writable: true}}
+	if _, err := c.Run(context.Background(), client.Job{Mounts: rw, Blocks: []string{attach,
+		"CREATE TABLE lake.t AS SELECT range AS id FROM range(3000)"}}); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(data, "main", "t", "*.parquet")); len(files) == 0 {
+		t.Fatal("no parquet file in the mounted data path on the host")
+	}
+	ro := []client.Mount{{Path: data}}
+	res, err := c.Run(context.Background(), client.Job{Mounts: ro, CollectLastOnly: true,
+		Blocks: []string{attach, "SELECT count(*) FROM lake.t"}})
+	if err != nil || string(res.Results[0].Rows[0][0]) != "3000" {
+		t.Fatalf("read through a read-only mount: %v", err)
+	}
+	_, err = c.Run(context.Background(), client.Job{Mounts: ro, Blocks: []string{attach,
+		"INSERT INTO lake.t SELECT range FROM range(3000)"}})
+	if err == nil || !strings.Contains(err.Error(), "Read-only file system") {
+		t.Fatalf("write through a read-only mount: %v", err)
+	}
+	for _, bad := range []string{"relative", "/", "/tmp", "/work/x", "/opt/dataenv", "/proc/self", filepath.Join(data, "missing")} {
+		_, err := c.Run(context.Background(), client.Job{Mounts: []client.Mount{{Path: bad}}, Blocks: []string{"SELECT 1"}})
+		if err == nil || !strings.Contains(err.Error(), "mount") {
+			t.Errorf("mount %q: %v; want it refused", bad, err)
+		}
+	}
+	assertEmptyDir(t, root)
+}

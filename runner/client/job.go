@@ -2,6 +2,10 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/dataenv/dataenv/runner/protocol"
@@ -23,6 +27,10 @@ type Job struct {
 	CollectLastOnly bool
 	// Timeout, when positive, stops the job (its whole process group) after this long.
 	Timeout time.Duration
+	// Mounts are host directories a jailed job sees at the same path (a file:// lake's data
+	// path, say). Ignored outside the jail, where the host's file system is visible anyway.
+	// What a job writes there is not counted by the spill watchdog.
+	Mounts []Mount
 	// Isolation overrides Config.Isolation for this job.
 	Isolation Isolation
 	// Started, when set, is called with the runner's process-group id once it runs.
@@ -44,6 +52,33 @@ type Result struct {
 	// Warm is true when the job ran on a spare runner started ahead of it.
 	Warm     bool
 	Duration time.Duration
+}
+
+// Mount is a host directory bound into the jail at the same path.
+type Mount struct {
+	// Path is an absolute host directory.
+	Path     string
+	Writable bool
+}
+
+// checkMounts refuses what would hide or expose the jail's own mounts.
+func checkMounts(ms []Mount) error {
+	for _, m := range ms {
+		p := filepath.Clean(m.Path)
+		if !filepath.IsAbs(m.Path) || p == "/" || p == "/tmp" || p == jailWork || strings.HasPrefix(p, jailWork+"/") ||
+			p == "/opt" || p == "/opt/dataenv" || strings.HasPrefix(p, "/opt/dataenv/") ||
+			p == "/proc" || strings.HasPrefix(p, "/proc/") || p == "/dev" || strings.HasPrefix(p, "/dev/") {
+			return fmt.Errorf("mount %q: want an absolute directory that is not /, /tmp, /work, /opt/dataenv, /proc or /dev", m.Path)
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("mount %q: %w", m.Path, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("mount %q: not a directory", m.Path)
+		}
+	}
+	return nil
 }
 
 func (j Job) request(cfg Config) (*protocol.Request, error) {

@@ -35,7 +35,7 @@ type process struct {
 
 // spawn starts a runner in mode. With preload, DuckDB opens and loads the required extensions
 // before the job arrives (a warm spare). The process runs until its job ends or cancel.
-func (c *Client) spawn(mode Isolation, preload bool) (*process, error) {
+func (c *Client) spawn(mode Isolation, preload bool, mounts []Mount) (*process, error) {
 	jailed := mode == IsolationJailed
 	w, err := newWorkDir(c.cfg.WorkRoot, jailed)
 	if err != nil {
@@ -46,7 +46,7 @@ func (c *Client) spawn(mode Isolation, preload bool) (*process, error) {
 	if preload {
 		runnerArgs = []string{"--extension-dir", extDir, "--preload", joinNames(extension.Required), "--ready-fd", "3"}
 	}
-	argv, env, err := c.argv(mode, w, runnerArgs)
+	argv, env, err := c.argv(mode, w, mounts, runnerArgs)
 	if err != nil {
 		w.remove()
 		return nil, err
