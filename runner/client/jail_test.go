@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dataenv/dataenv/runner/client"
+	"github.com/dataenv/dataenv/runner/extension"
 )
 
 // A secret of the sidecar's: readable by a plain runner (the control), not by a jailed one. It
@@ -126,4 +127,42 @@ func TestJailMounts(t *testing.T) {
 		}
 	}
 	assertEmptyDir(t, root)
+}
+
+// FORCE INSTALL in a jailed job is honoured outside the jail, into the cache: here, without
+// access to DuckDB's repository, that attempt is what fails (with the cached binary left
+// intact), not a write into the jail's read-only cache. Where the repository answers, the job
+// runs with the fresh binary and a plain INSTALL inside.
+func TestJailedForceInstallRunsOutside(t *testing.T) {
+	src, err := extension.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, n := range extension.Required {
+		copyFile(t, extension.Path(src, n), extension.Path(dir, n))
+	}
+	c, _ := newClient(t, client.Config{Isolation: client.IsolationJailed, ExtensionDir: dir})
+	_, err = c.Run(context.Background(), client.Job{Blocks: []string{"FORCE INSTALL httpfs", "LOAD httpfs"}})
+	if err != nil && !strings.Contains(err.Error(), "install DuckDB extensions for the jailed runner (FORCE INSTALL httpfs)") {
+		t.Fatalf("error %v; want success or the outside install's error", err)
+	}
+	res, err := c.Run(context.Background(), client.Job{Blocks: []string{"INSTALL httpfs", "LOAD httpfs", "SELECT 1"}, CollectLastOnly: true})
+	if err != nil || string(res.Results[0].Rows[0][0]) != "1" {
+		t.Fatalf("the cached httpfs after the FORCE INSTALL: %v", err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
