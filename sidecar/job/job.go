@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/runner/protocol"
 	"github.com/dataenv/dataenv/sidecar/lake"
+	"github.com/dataenv/dataenv/sidecar/metrics"
 	"github.com/dataenv/dataenv/sidecar/request"
 )
 
@@ -52,6 +54,8 @@ type Config struct {
 	MaxResultBytes int64
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
 }
 
 // Handlers performs run and materialize requests.
@@ -159,7 +163,9 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, blocks []string,
 	setup := strings.Join(append([]string{"SELECT 1"}, plan.Setup...), ";\n")
 	job := client.Job{Blocks: append([]string{setup}, blocks...), MaxResultBytes: maxBytes,
 		CollectLastOnly: lastOnly, Isolation: h.isolation(plan)}
+	start := time.Now()
 	res, err := c.Run(ctx, job)
+	h.observe(ctx, err, time.Since(start))
 	if err != nil {
 		return nil, jobError(plan, err)
 	}
@@ -167,6 +173,41 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, blocks []string,
 		return nil, errors.New("the DuckDB runner returned no result")
 	}
 	return res, nil
+}
+
+// observe records a finished runner job in the metrics.
+func (h *Handlers) observe(ctx context.Context, err error, d time.Duration) {
+	m := h.cfg.Metrics
+	var ce *client.CrashError
+	var se *client.SpillError
+	outcome := metrics.RunnerSucceeded
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		outcome = metrics.RunnerCancelled
+	case errors.As(err, &ce):
+		outcome = metrics.RunnerCrashed
+		sig := "none"
+		if ce.Signal != 0 {
+			sig = signalName(ce)
+		}
+		m.RunnerCrash(sig)
+	case errors.As(err, &se):
+		outcome = metrics.RunnerFailed
+		m.RunnerSpillStop()
+	default:
+		outcome = metrics.RunnerFailed
+	}
+	m.RunnerJobFinished(outcome, d)
+}
+
+// signalName is the signal's SIG* name for the metric label.
+func signalName(ce *client.CrashError) string {
+	names := map[int]string{9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 7: "SIGBUS", 4: "SIGILL", 15: "SIGTERM", 2: "SIGINT", 8: "SIGFPE"}
+	if n, ok := names[int(ce.Signal)]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal_%d", int(ce.Signal))
 }
 
 // isolation: a file:// storage lives outside the jail's mounts, so such jobs run plain unless

@@ -89,12 +89,24 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 // write runs the materialization and records it.
 func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.Reporter, plan *lake.Plan, args materializeArgs, query string) (*Materialized, error) {
 	table := lake.Ident(plan.TargetAlias) + "." + lake.Ident(tableName(args.Target))
-	write := writeSQL(table, query, args.Strategy, plan.TargetDrops)
-	summary := fmt.Sprintf(`SELECT (SELECT max(snapshot_id) FROM ducklake_snapshots(%s)) AS snapshot_id,
-       (SELECT count(*) FROM %s) AS total_rows`, lake.Literal(plan.TargetAlias), table)
-	res, err := h.runJob(ctx, plan, []string{plan.SQL, write, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
 	out := &Materialized{Workspace: args.Workspace, Target: args.Target, Strategy: args.Strategy, Status: "materialized",
 		MetadataSchema: plan.Target.SchemaName(), Forked: plan.Target.Forked, Notes: plan.Notes, Columns: []protocol.Column{}}
+	write, commit := writeSQL(table, query, args.Strategy, plan.TargetDrops), commitSQL(plan.TargetAlias, args.Target, req)
+	snap, done, err := h.committed(ctx, plan, req)
+	if err != nil {
+		return nil, request.Retryable(err)
+	}
+	if done {
+		// A previous attempt committed the write (its snapshot carries this request's id) and
+		// died before recording it: record it without writing again.
+		write = fmt.Sprintf("SELECT count(*) FROM ducklake_table_insertions(%s, 'main', %s, %d, %d)",
+			lake.Literal(plan.TargetAlias), lake.Literal(tableName(args.Target)), snap, snap)
+		commit = "SELECT 0"
+		out.Notes = append(out.Notes, "the write was committed by an earlier attempt of this request; not repeated")
+	}
+	summary := fmt.Sprintf(`SELECT (SELECT max(snapshot_id) FROM ducklake_snapshots(%s)) AS snapshot_id,
+       (SELECT count(*) FROM %s) AS total_rows`, lake.Literal(plan.TargetAlias), table)
+	res, err := h.runJob(ctx, plan, []string{plan.SQL, write, commit, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
 	if err != nil {
 		out.Status = "failed"
 		if rerr := h.record(ctx, req, out, err.Error()); rerr != nil {
@@ -113,15 +125,18 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	return out, nil
 }
 
-// writeSQL is the write block. When the target is a defer view in a fork, the rows are staged
-// in a temporary table first (the query may read the view it replaces), then the view is dropped
-// and the table written from the staged rows.
+// writeSQL is the write block: a transaction on the lake that the commit block (commitSQL)
+// finishes. When the target is a defer view in a fork, the rows are staged in a temporary table
+// first (the query may read the view it replaces), then, inside the transaction, the view is
+// dropped and the table written from the staged rows. The block's last statement returns the
+// number of rows written.
 func writeSQL(table, query, strategy string, drops []string) string {
 	var pre []string
 	if len(drops) > 0 {
-		pre = append([]string{"CREATE OR REPLACE TEMP TABLE __dataenv_rows AS " + query}, drops...)
+		pre = []string{"CREATE OR REPLACE TEMP TABLE __dataenv_rows AS " + query}
 		query = "SELECT * FROM __dataenv_rows"
 	}
+	pre = append(append(pre, "BEGIN TRANSACTION"), drops...)
 	var write string
 	if strategy == StrategyReplace {
 		write = fmt.Sprintf("CREATE OR REPLACE TABLE %s AS %s", table, query)
@@ -130,6 +145,42 @@ func writeSQL(table, query, strategy string, drops []string) string {
 			table, query, table, query)
 	}
 	return strings.Join(append(pre, write), ";\n")
+}
+
+// commitSQL tags the write's snapshot with the request id (DuckLake's commit extra info) and
+// commits it, so that a rerun after a crash can tell that the write already happened.
+func commitSQL(alias, target string, req *request.Request) string {
+	return fmt.Sprintf("CALL %s.set_commit_message('dataenv', %s, extra_info => %s);\nCOMMIT",
+		lake.Ident(alias), lake.Literal("materialize "+target), lake.Literal(commitTag(req)))
+}
+
+func commitTag(req *request.Request) string { return `{"dataenv_request":"` + req.ID.String() + `"}` }
+
+// committed returns the snapshot of the target namespace tagged with this request, if any.
+func (h *Handlers) committed(ctx context.Context, plan *lake.Plan, req *request.Request) (int64, bool, error) {
+	if req.Attempts <= 1 {
+		return 0, false, nil
+	}
+	ns := plan.Target
+	conn, err := h.cfg.Resolver.Clusters.Connect(ctx, ns.Lake.CatalogCluster, ns.Lake.CatalogDatabase)
+	if err != nil {
+		return 0, false, err
+	}
+	defer conn.Close(context.Background())
+	var found bool
+	schema := pgx.Identifier{ns.SchemaName()}.Sanitize()
+	err = conn.QueryRow(ctx, `SELECT pg_catalog.to_regclass(pg_catalog.format('%I.ducklake_snapshot_changes', $1::text)) IS NOT NULL`,
+		ns.SchemaName()).Scan(&found)
+	if err != nil || !found {
+		return 0, false, err
+	}
+	var snap int64
+	err = conn.QueryRow(ctx, `SELECT snapshot_id FROM `+schema+`.ducklake_snapshot_changes WHERE commit_extra_info = $1 ORDER BY snapshot_id DESC LIMIT 1`,
+		commitTag(req)).Scan(&snap)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	return snap, err == nil, err
 }
 
 func deref(p *int64) any {
@@ -142,19 +193,20 @@ func deref(p *int64) any {
 func tableName(target string) string { return targetRE.FindStringSubmatch(target)[2] }
 
 // summarize reads the row count of the write block, the snapshot and total of the summary block
-// and the columns of the DESCRIBE block.
+// and the columns of the DESCRIBE block (blocks: setup, attaches, write, commit, summary,
+// describe).
 func summarize(results []protocol.Result, out *Materialized) error {
-	if len(results) < 5 {
-		return fmt.Errorf("materialize: the runner returned %d results, want 5", len(results))
+	if len(results) < 6 {
+		return fmt.Errorf("materialize: the runner returned %d results, want 6", len(results))
 	}
 	if w := results[2]; len(w.Rows) > 0 && len(w.Rows[0]) > 0 {
 		_ = json.Unmarshal(w.Rows[0][0], &out.RowCount)
 	}
-	if s := results[3]; len(s.Rows) > 0 && len(s.Rows[0]) == 2 {
+	if s := results[4]; len(s.Rows) > 0 && len(s.Rows[0]) == 2 {
 		_ = json.Unmarshal(s.Rows[0][0], &out.SnapshotID)
 		_ = json.Unmarshal(s.Rows[0][1], &out.TotalRows)
 	}
-	for _, row := range results[4].Rows {
+	for _, row := range results[5].Rows {
 		var c protocol.Column
 		if len(row) >= 2 && json.Unmarshal(row[0], &c.Name) == nil && json.Unmarshal(row[1], &c.Type) == nil {
 			out.Columns = append(out.Columns, c)

@@ -24,10 +24,12 @@ func Setup(_ context.Context, pool *pgxpool.Pool, reg *request.Registry, m *metr
 	registry := lake.NewRegistry(pool, admin, 0)
 	resolver := &lake.Resolver{Control: pool, Clusters: admin, Registry: registry,
 		Datatables: lake.SQLDatatables{Control: pool}, Logger: log}
-	h, err := New(Config{Control: pool, Resolver: resolver, Logger: log})
+	h, err := New(Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m})
 	if err != nil {
 		return nil, err
 	}
 	h.Register(reg)
-	return lake.NewHooks(pool, admin, registry, log), nil
+	hooks := lake.NewHooks(pool, admin, registry, log)
+	hooks.Metrics = m
+	return hooks, nil
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/dataenv/dataenv/sidecar/cluster"
 	"github.com/dataenv/dataenv/sidecar/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/metrics"
+	"github.com/dataenv/dataenv/sidecar/objectstore"
 	"github.com/dataenv/dataenv/sidecar/request"
 )
 
@@ -38,6 +40,9 @@ type ForkHooks interface {
 
 // Hooks implements ForkHooks.
 type Hooks struct {
+	// Metrics may be nil: side effects (drop_schema, delete_prefix) and deleted objects.
+	Metrics *metrics.Metrics
+
 	control  *pgxpool.Pool
 	clusters Clusters
 	registry *Registry
@@ -192,8 +197,10 @@ func (h *Hooks) cleanupRow(ctx context.Context, row registryRow, rep request.Rep
 	}
 	if !row.SchemaDropped {
 		if err := h.dropSchema(ctx, row, rep); err != nil {
+			h.Metrics.SideEffect("drop_lake_schema", effectResult(err))
 			return fail(err)
 		}
+		h.Metrics.SideEffect("drop_lake_schema", "done")
 		if _, err := h.control.Exec(ctx, `UPDATE dataenv.fork_lake_namespaces SET schema_dropped = true WHERE `+registryKey, row.key()...); err != nil {
 			return fail(err)
 		}
@@ -203,9 +210,12 @@ func (h *Hooks) cleanupRow(ctx context.Context, row registryRow, rep request.Rep
 	crashpoint.HitOnce("lake.cleanup.after_schema_drop")
 	n, err := h.deleteData(ctx, row)
 	nc.ObjectsDeleted = n
+	h.Metrics.ObjectsDeleted("done", n)
 	if err != nil {
+		h.Metrics.SideEffect("delete_fork_prefix", effectResult(err))
 		return fail(err)
 	}
+	h.Metrics.SideEffect("delete_fork_prefix", "done")
 	h.stepf(ctx, rep, "lake "+row.Lake+" data", "deleted", "%d objects under %s/%s", n, row.StorageURL, row.DataPath)
 	if _, err := h.control.Exec(ctx, `DELETE FROM dataenv.fork_lake_namespaces WHERE `+registryKey, row.key()...); err != nil {
 		return fail(err)
@@ -274,6 +284,14 @@ func (h *Hooks) OnCreateFork(ctx context.Context, fork, parent string, sharedLak
 	}
 	h.registry.Invalidate(fork)
 	return nil
+}
+
+// effectResult is the metric result of a failed side effect: refused (a guard held) or failed.
+func effectResult(err error) string {
+	if errors.Is(err, objectstore.ErrGuard) || strings.Contains(err.Error(), "refusing") {
+		return "refused"
+	}
+	return "failed"
 }
 
 func (h *Hooks) stepf(ctx context.Context, rep request.Reporter, name, status, format string, args ...any) {

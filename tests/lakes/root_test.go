@@ -168,7 +168,8 @@ func TestDatatableAttach(t *testing.T) {
 }
 
 // A sidecar killed after the lake write and before the record: the restarted sidecar finishes
-// the request once, with one materialization row and the table as the query says.
+// the request once (an append is not repeated: the write's snapshot carries the request id),
+// with one materialization row.
 func TestMaterializeKilledAfterWrite(t *testing.T) {
 	e := newEnv(t)
 	storageKinds[0].setup(t, e)
@@ -176,7 +177,7 @@ func TestMaterializeKilledAfterWrite(t *testing.T) {
 	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
 	e.startSidecar("DATAENV_CRASH_AT=job.materialize.after_write", "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
 	var id uuid.UUID
-	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.materialize('prod', 'ducklake://main/t', 'SELECT range AS x FROM range(7)')`).Scan(&id); err != nil {
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.materialize('prod', 'ducklake://main/t', 'SELECT range AS x FROM range(7)', 'append')`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.sidecar.WaitExit(60 * time.Second); err != nil {

@@ -25,7 +25,7 @@ func setupHandlers(_ context.Context, pool *pgxpool.Pool, reg *request.Registry,
 	}
 	admin.Register(reg)
 	// Lakes and DuckDB jobs: run, materialize; lakeHooks are the fork requests' lake side.
-	lakeHooks, err := job.Setup(context.Background(), pool, reg, nil)
+	lakeHooks, err := job.Setup(context.Background(), pool, reg, m)
 	if err != nil {
 		return err
 	}
