@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/dataenv/dataenv/runner/extension"
 	"github.com/dataenv/dataenv/runner/protocol"
@@ -36,15 +38,14 @@ type process struct {
 // spawn starts a runner in mode. With preload, DuckDB opens and loads the required extensions
 // before the job arrives (a warm spare). The process runs until its job ends or cancel.
 func (c *Client) spawn(mode Isolation, preload bool, mounts []Mount) (*process, error) {
-	jailed := mode == IsolationJailed
-	w, err := newWorkDir(c.cfg.WorkRoot, jailed)
+	w, err := newWorkDir(c.cfg.WorkRoot, mode == IsolationJailed)
 	if err != nil {
 		return nil, err
 	}
-	extDir := c.extDirInside(mode)
 	var runnerArgs []string
 	if preload {
-		runnerArgs = []string{"--extension-dir", extDir, "--preload", joinNames(extension.Required), "--ready-fd", "3"}
+		runnerArgs = []string{"--extension-dir", c.extDirInside(mode),
+			"--preload", strings.Join(extension.Required, ","), "--ready-fd", "3"}
 	}
 	argv, env, err := c.argv(mode, w, mounts, runnerArgs)
 	if err != nil {
@@ -54,29 +55,44 @@ func (c *Client) spawn(mode Isolation, preload bool, mounts []Mount) (*process, 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	p := &process{mode: mode, work: w, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		stdout: newTail(c.cfg.OutputTail), stderr: newTail(c.cfg.OutputTail), started: time.Now()}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, w.host, p.stdout, p.stderr
-	cmd.SysProcAttr = sysProcAttr(mode)
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = c.cfg.WaitDelay
-	if p.stdin, err = cmd.StdinPipe(); err != nil {
+	if err := p.start(ctx, argv, env, c.cfg.WaitDelay, preload); err != nil {
 		cancel(nil)
 		w.remove()
-		return nil, err
+		return nil, fmt.Errorf("start the DuckDB runner (%s, %s): %w", mode, argv[0], err)
+	}
+	go watchSpill(ctx, w.host, c.cfg.SpillCap, c.cfg.SpillPoll, func(err error) { cancel(err) })
+	return p, nil
+}
+
+// start execs argv as the leader of a new process group whose every member is killed when ctx
+// ends, and reaps it in the background.
+func (p *process) start(ctx context.Context, argv, env []string, waitDelay time.Duration, ready bool) error {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, p.work.host, p.stdout, p.stderr
+	cmd.SysProcAttr = sysProcAttr(p.mode)
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = waitDelay
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return err
 	}
 	var readyR *os.File
-	if preload {
-		r, wr, err := os.Pipe()
+	if ready {
+		r, w, err := os.Pipe()
 		if err != nil {
-			cancel(nil)
-			w.remove()
-			return nil, err
+			return err
 		}
-		readyR, cmd.ExtraFiles = r, []*os.File{wr}
+		defer w.Close()
+		readyR, cmd.ExtraFiles = r, []*os.File{w}
 	}
-	err = cmd.Start()
-	if preload {
-		cmd.ExtraFiles[0].Close()
+	if err := cmd.Start(); err != nil {
+		if readyR != nil {
+			readyR.Close()
+		}
+		return err
+	}
+	p.cmd = cmd
+	if readyR != nil {
 		p.ready = make(chan struct{})
 		go func() {
 			// One byte when the preload is done, or EOF when the runner died first.
@@ -85,20 +101,28 @@ func (c *Client) spawn(mode Isolation, preload bool, mounts []Mount) (*process, 
 			close(p.ready)
 		}()
 	}
-	if err != nil {
-		cancel(nil)
-		w.remove()
-		return nil, fmt.Errorf("start the DuckDB runner (%s, %s): %w", mode, argv[0], err)
-	}
-	p.cmd = cmd
 	go func() {
-		p.waitErr = cmd.Wait()
-		// The group may hold grandchildren after the leader is gone: end them too.
+		// Once the leader has exited, and before it is reaped (so its pid, the group's id,
+		// cannot be reused meanwhile), kill whatever is left of its group.
+		waitExited(cmd.Process.Pid)
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		p.waitErr = cmd.Wait()
 		close(p.done)
 	}()
-	go watchSpill(ctx, w.host, c.cfg.SpillCap, c.cfg.SpillPoll, func(err error) { cancel(err) })
-	return p, nil
+	return nil
+}
+
+// waitExited blocks until pid has exited without reaping it: waitid(P_PID, WEXITED|WNOWAIT).
+func waitExited(pid int) {
+	const pPID, wNOWAIT = 1, 0x01000000
+	var info [128]byte // siginfo_t
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
+			uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|wNOWAIT, 0, 0)
+		if errno != syscall.EINTR {
+			return
+		}
+	}
 }
 
 // extDirInside is the extension directory as the runner sees it.
@@ -185,15 +209,4 @@ func (p *process) crash() *CrashError {
 func (p *process) kill() {
 	p.cancel(errors.New("runner discarded"))
 	<-p.done
-}
-
-func joinNames(names []string) string {
-	s := ""
-	for i, n := range names {
-		if i > 0 {
-			s += ","
-		}
-		s += n
-	}
-	return s
 }
