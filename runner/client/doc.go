@@ -17,7 +17,16 @@
 // the spill watchdog kill the whole group, so no jailed grandchild survives. Output is kept as bounded tails; the result file is opened without following
 // symlinks; a runner killed by a signal becomes a *CrashError naming it.
 //
+// The spill watchdog measures the work directory (allocated blocks, symlinks not followed)
+// every Config.SpillPoll and kills the group past Config.SpillCap with a *SpillError saying what
+// to do; DuckDB's own max_temp_directory_size can be raised by the script, this cap cannot.
+// Job.Timeout and the caller's context end a job the same way. Job.Mounts binds host
+// directories (a file:// lake) into the jail at the same path.
+//
 // Jailed jobs find their extensions in a cache they cannot write: the client installs what a
 // job needs outside the jail first (honouring FORCE INSTALL there) and rewrites FORCE INSTALL
 // into a plain INSTALL inside.
+//
+// With Config.WarmSpare the client keeps one runner per isolation mode started ahead of the
+// next job (process up, DuckDB open, the required extensions loaded); Prewarm waits for it.
 package client
