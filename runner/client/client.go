@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/dataenv/dataenv/runner/protocol"
 )
 
 // Client runs DuckDB jobs in dataenv-runner processes.
@@ -43,21 +45,8 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 			fmt.Errorf("the job ran longer than its timeout of %s", job.Timeout))
 		defer cancel()
 	}
-	mode, err := resolve(job.Isolation, c.cfg.Isolation, c.cfg.Jail)
+	mode, req, err := c.prepare(ctx, job)
 	if err != nil {
-		return nil, err
-	}
-	req, err := job.request(c.cfg)
-	if err != nil {
-		return nil, err
-	}
-	if mode == IsolationJailed {
-		if err := c.installOutside(ctx, job.Blocks); err != nil {
-			return nil, err
-		}
-		req.Blocks = unforce(req.Blocks)
-	}
-	if err := checkMounts(job.Mounts); err != nil {
 		return nil, err
 	}
 	p, warm, err := c.process(mode, job.Mounts)
@@ -91,6 +80,29 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 		Stdout: p.stdout.String(), Stderr: p.stderr.String(),
 		StdoutBytes: p.stdout.Total(), StderrBytes: p.stderr.Total(),
 	}, nil
+}
+
+// prepare decides the job's isolation and builds its request; for a jailed job it installs the
+// extensions the job may load outside the jail first.
+func (c *Client) prepare(ctx context.Context, job Job) (Isolation, *protocol.Request, error) {
+	mode, err := resolve(job.Isolation, c.cfg.Isolation, c.cfg.Jail)
+	if err != nil {
+		return mode, nil, err
+	}
+	if err := checkMounts(job.Mounts); err != nil {
+		return mode, nil, err
+	}
+	req, err := job.request(c.cfg)
+	if err != nil {
+		return mode, nil, err
+	}
+	if mode == IsolationJailed {
+		if err := c.installOutside(ctx, job.Blocks); err != nil {
+			return mode, nil, err
+		}
+		req.Blocks = unforce(req.Blocks)
+	}
+	return mode, req, nil
 }
 
 // process returns a runner for mode: the warm spare when there is a live one, else a new one.
