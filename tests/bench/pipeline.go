@@ -32,8 +32,8 @@ type pipelineConfig struct {
 	measure time.Duration // closed loop: measured, per round
 }
 
-var defaultPipelineConfig = pipelineConfig{rounds: 3, rates: []float64{100, 500, 1000}, rateDur: 4 * time.Second,
-	clients: 8, window: 2000, warm: 2 * time.Second, measure: 4 * time.Second}
+var defaultPipelineConfig = pipelineConfig{rounds: 4, rates: []float64{100, 500, 1000}, rateDur: 3 * time.Second,
+	clients: 8, window: 2000, warm: 2 * time.Second, measure: 3 * time.Second}
 
 func (c pipelineConfig) forEnv(env *Env) pipelineConfig {
 	if env.Quick {
@@ -70,6 +70,7 @@ type rateResult struct {
 	errors    int
 	toOutcome latencies // commit → finished_at stamped by the outcome UPDATE (stamper targets)
 	toNotify  latencies // finished_at → completion received
+	roundP99  []time.Duration
 }
 
 func (r *rateResult) add(o rateResult) {
@@ -77,11 +78,23 @@ func (r *rateResult) add(o rateResult) {
 	r.submitted += o.submitted
 	r.elapsed += o.elapsed
 	r.lat = append(r.lat, o.lat...)
+	r.roundP99 = append(r.roundP99, o.lat.pct(99))
 	r.missing += o.missing
 	r.late += o.late
 	r.errors += o.errors
 	r.toOutcome = append(r.toOutcome, o.toOutcome...)
 	r.toNotify = append(r.toNotify, o.toNotify...)
+}
+
+// medianRoundP99 is the median of the rounds' p99s: a burst of other work on the machine during
+// one round moves it less than the pooled p99.
+func (r *rateResult) medianRoundP99() time.Duration {
+	s := slices.Clone(r.roundP99)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
 }
 
 // saturated: the system could not even take 90% of the offered rate.
@@ -102,6 +115,18 @@ type tputResult struct {
 	count     int // completions in the window
 	stmts     []stmtStat
 	busy      machineCPU
+}
+
+// cpuPerRequest is the CPU time of every process of the benchmark per completed request.
+func (t tputResult) cpuPerRequest() float64 {
+	if t.count == 0 {
+		return 0
+	}
+	var total time.Duration
+	for _, d := range t.cpu {
+		total += d
+	}
+	return float64(total) / float64(t.count)
 }
 
 type targetResult struct {
