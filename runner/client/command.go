@@ -58,6 +58,10 @@ func (c *Client) argv(mode Isolation, w *workDir, mounts []Mount, runnerArgs []s
 	if p, err := exec.LookPath("choom"); err == nil {
 		cmd = append([]string{p, "-n", strconv.Itoa(c.cfg.OOMScoreAdj), "--"}, cmd...)
 	}
+	if c.cfg.Cgroup != "" {
+		// The shell joins the cgroup, then execs the rest: nothing is forked outside it.
+		cmd = append([]string{"/bin/sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, c.cfg.Cgroup}, cmd...)
+	}
 	return cmd, env, nil
 }
 

@@ -56,6 +56,10 @@ type Config struct {
 	MaxResultBytes int64
 	// OOMScoreAdj is the runner's oom_score_adj (-1000..1000). Default 800.
 	OOMScoreAdj int
+	// Cgroup, when set, is a cgroup directory (v1 or v2) every runner joins before exec, so
+	// the runner and whatever wraps it are in it from their first instruction: give it a memory
+	// limit and the kernel's OOM killer acts inside it, never on the sidecar.
+	Cgroup string
 	// WaitDelay bounds how long Wait waits for the output pipes after the runner is killed.
 	// Default 2 s.
 	WaitDelay time.Duration
