@@ -20,52 +20,71 @@ type Clusters interface {
 		fn func(ctx context.Context, l *cluster.Locked) error) error
 }
 
-// catalogs hands out the DuckDB connection strings of catalog databases during one job's
-// resolution, and remembers the secrets to scrub and the files to remove afterwards.
+// catalogs hands out the DuckDB connection of catalog databases during one job's resolution:
+// a libpq string without credentials for the ATTACH path (what duckdb_databases() shows) and a
+// temporary DuckDB postgres secret holding host, port, user and password (duckdb_secrets()
+// redacts it). It remembers the secrets to scrub and the files to remove afterwards.
 type catalogs struct {
 	clusters Clusters
-	conninfo map[string]string
+	conns    map[string]catalogConn
 	libpqs   []*cluster.Libpq
 	secrets  []string
+	setup    []string
+}
+
+// catalogConn is how DuckDB reaches one catalog database.
+type catalogConn struct {
+	Path   string // libpq keywords without host, user or password
+	Secret string // name of the temporary postgres secret with the credentials
 }
 
 func newCatalogs(c Clusters) *catalogs {
-	return &catalogs{clusters: c, conninfo: map[string]string{}}
+	return &catalogs{clusters: c, conns: map[string]catalogConn{}}
 }
 
-// libpqKeys maps the libpq environment to connection-string keywords.
-var libpqKeys = map[string]string{
-	"PGHOST": "host", "PGPORT": "port", "PGUSER": "user", "PGDATABASE": "dbname", "PGPASSWORD": "password",
-	"PGSSLMODE": "sslmode", "PGSSLROOTCERT": "sslrootcert", "PGCONNECT_TIMEOUT": "connect_timeout",
-}
+// pathKeys are the libpq settings that go into the ATTACH path; secretKeys go into the secret.
+var (
+	pathKeys   = map[string]string{"PGDATABASE": "dbname", "PGSSLMODE": "sslmode", "PGSSLROOTCERT": "sslrootcert", "PGCONNECT_TIMEOUT": "connect_timeout"}
+	secretKeys = map[string]string{"PGHOST": "HOST", "PGPORT": "PORT", "PGUSER": "USER", "PGPASSWORD": "PASSWORD", "PGDATABASE": "DATABASE"}
+)
 
-// Conninfo is the libpq connection string of database on cluster (TLS settings included).
-func (c *catalogs) Conninfo(ctx context.Context, clusterName, database string) (string, error) {
+// Conn returns how DuckDB reaches database on cluster (TLS settings included), creating its
+// secret statement on first use.
+func (c *catalogs) Conn(ctx context.Context, clusterName, database string) (catalogConn, error) {
 	key := clusterName + "\x00" + database
-	if s, ok := c.conninfo[key]; ok {
-		return s, nil
+	if cc, ok := c.conns[key]; ok {
+		return cc, nil
 	}
 	lp, err := c.clusters.Libpq(ctx, clusterName, database)
 	if err != nil {
-		return "", fmt.Errorf("catalog database %q of cluster %q: %w", database, clusterName, err)
+		return catalogConn{}, fmt.Errorf("catalog database %q of cluster %q: %w", database, clusterName, err)
 	}
 	c.libpqs = append(c.libpqs, lp)
-	var parts []string
+	var path, secret []string
 	for _, kv := range lp.Env {
 		k, v, _ := strings.Cut(kv, "=")
-		word, ok := libpqKeys[k]
-		if !ok || v == "" {
+		if v == "" {
 			continue
 		}
-		if k == "PGPASSWORD" {
-			c.secrets = append(c.secrets, v, kvQuote(v))
+		if word, ok := pathKeys[k]; ok {
+			path = append(path, word+"="+kvQuote(v))
 		}
-		parts = append(parts, word+"="+kvQuote(v))
+		if word, ok := secretKeys[k]; ok {
+			if k == "PGPASSWORD" {
+				c.secrets = append(c.secrets, v, kvQuote(v), Literal(v))
+			}
+			if k == "PGPORT" {
+				secret = append(secret, word+" "+v)
+			} else {
+				secret = append(secret, word+" "+Literal(v))
+			}
+		}
 	}
-	parts = append(parts, "application_name='dataenv-job'")
-	s := strings.Join(parts, " ")
-	c.conninfo[key] = s
-	return s, nil
+	path = append(path, "application_name='dataenv-job'")
+	cc := catalogConn{Path: strings.Join(path, " "), Secret: fmt.Sprintf("__dataenv_pg_%d", len(c.conns)+1)}
+	c.setup = append(c.setup, fmt.Sprintf("CREATE OR REPLACE TEMPORARY SECRET %s (TYPE postgres, %s)", Ident(cc.Secret), strings.Join(secret, ", ")))
+	c.conns[key] = cc
+	return cc, nil
 }
 
 // Close removes the temporary root certificate files.

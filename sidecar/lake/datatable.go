@@ -59,10 +59,11 @@ func (res *resolution) datatableAttach(ctx context.Context, name string, a *Atta
 	if err != nil {
 		return "", request.Retryable(fmt.Errorf("resolve datatable %q: %w", name, err))
 	}
-	conninfo, err := res.cats.Conninfo(ctx, c, db)
+	cc, err := res.cats.Conn(ctx, c, db)
 	if err != nil {
 		return "", err
 	}
-	opts := append([]Option{{"TYPE", "postgres"}}, withoutOptions(a.Options, "TYPE")...)
-	return Render(a.IfNotExists, conninfo, a.Alias, opts), nil
+	opts := append([]Option{{"TYPE", "postgres"}}, withoutOptions(a.Options, "TYPE", "SECRET")...)
+	opts = append(opts, Option{"SECRET", Literal(cc.Secret)})
+	return Render(a.IfNotExists, cc.Path, a.Alias, opts), nil
 }

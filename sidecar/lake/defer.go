@@ -184,11 +184,12 @@ func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias str
 	}
 	pre := make([]string, 0, len(nodes))
 	for _, n := range nodes {
-		conninfo, err := res.cats.Conninfo(ctx, n.NS.Lake.CatalogCluster, n.NS.Lake.CatalogDatabase)
+		cc, err := res.cats.Conn(ctx, n.NS.Lake.CatalogCluster, n.NS.Lake.CatalogDatabase)
 		if err != nil {
 			return nil, err
 		}
-		pre = append(pre, Render(true, "ducklake:postgres:"+conninfo, n.Alias, n.NS.readOnlyOptions()))
+		opts := append(n.NS.readOnlyOptions(), Option{"META_SECRET", Literal(cc.Secret)})
+		pre = append(pre, Render(true, "ducklake:postgres:"+cc.Path, n.Alias, opts))
 	}
 	views = deferList(nodes, mats, res.ws.ID)
 	vs := viewStatements(alias, views, live)

@@ -118,6 +118,7 @@ func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *T
 		return nil, err
 	}
 	res.plan.secrets = append(res.plan.secrets, res.cats.secrets...)
+	res.plan.Setup = append(res.plan.Setup, res.cats.setup...)
 	for _, s := range res.s3 {
 		res.plan.Setup = append(res.plan.Setup, s3Secret(s))
 		res.plan.secrets = append(res.plan.secrets, s.Creds.Secrets()...)
@@ -201,7 +202,7 @@ func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, i
 	if err := res.r.Registry.Register(ctx, ns, res.rep); err != nil {
 		return "", err
 	}
-	conninfo, err := res.cats.Conninfo(ctx, l.CatalogCluster, l.CatalogDatabase)
+	cc, err := res.cats.Conn(ctx, l.CatalogCluster, l.CatalogDatabase)
 	if err != nil {
 		return "", err
 	}
@@ -216,7 +217,8 @@ func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, i
 		res.plan.TargetAlias = a.Alias
 		res.plan.Target = &ns
 	}
-	attach := Render(a.IfNotExists, "ducklake:postgres:"+conninfo, a.Alias, ns.writeOptions(a.Options))
+	opts := append(ns.writeOptions(withoutOptions(a.Options, "META_SECRET")), Option{"META_SECRET", Literal(cc.Secret)})
+	attach := Render(a.IfNotExists, "ducklake:postgres:"+cc.Path, a.Alias, opts)
 	return strings.Join(append([]string{attach}, prelude...), ";\n"), nil
 }
 
