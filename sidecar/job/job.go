@@ -36,7 +36,9 @@ const (
 const DefaultMaxResultBytes = 1 << 20
 
 // EnvIsolation chooses the runner isolation of jobs (jailed, unshare or plain; default: jailed
-// when a jail tool is installed and no lake uses a file:// storage, else plain).
+// when a jail tool is installed, else plain). A jailed job sees the local data directories of
+// its lakes (file:// storages) and nothing else of the host: its own namespace writable, its
+// ancestors' read-only.
 const EnvIsolation = "DATAENV_JOB_ISOLATION"
 
 // Config configures the job handlers.
@@ -48,7 +50,7 @@ type Config struct {
 	// Runner runs jobs; nil creates a client with default settings at the first job (so a
 	// sidecar without the runner binary still starts, and jobs fail with the reason).
 	Runner *client.Client
-	// Isolation of every job; "" chooses per job (see EnvIsolation).
+	// Isolation of every job; "" is $DATAENV_JOB_ISOLATION, else auto (see EnvIsolation).
 	Isolation client.Isolation
 	// MaxResultBytes bounds result rows; default DefaultMaxResultBytes.
 	MaxResultBytes int64
@@ -162,7 +164,10 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, blocks []string,
 	}
 	setup := strings.Join(append([]string{"SELECT 1"}, plan.Setup...), ";\n")
 	job := client.Job{Blocks: append([]string{setup}, blocks...), MaxResultBytes: maxBytes,
-		CollectLastOnly: lastOnly, Isolation: h.isolation(plan)}
+		CollectLastOnly: lastOnly, Isolation: h.cfg.Isolation}
+	for _, d := range plan.Dirs {
+		job.Mounts = append(job.Mounts, client.Mount{Path: d.Path, Writable: d.Writable})
+	}
 	start := time.Now()
 	res, err := c.Run(ctx, job)
 	h.observe(ctx, err, time.Since(start))
@@ -208,18 +213,6 @@ func signalName(ce *client.CrashError) string {
 		return n
 	}
 	return fmt.Sprintf("signal_%d", int(ce.Signal))
-}
-
-// isolation: a file:// storage lives outside the jail's mounts, so such jobs run plain unless
-// the configuration says otherwise.
-func (h *Handlers) isolation(plan *lake.Plan) client.Isolation {
-	if h.cfg.Isolation != "" {
-		return h.cfg.Isolation
-	}
-	if plan.LocalFiles {
-		return client.IsolationPlain
-	}
-	return client.IsolationAuto
 }
 
 // jobError turns a runner error into the request's error text, without secrets.

@@ -188,6 +188,9 @@ func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias str
 		if err != nil {
 			return nil, err
 		}
+		if err := res.plan.addDir(n.NS, false); err != nil {
+			return nil, err
+		}
 		opts := append(n.NS.readOnlyOptions(), Option{"META_SECRET", Literal(cc.Secret)})
 		pre = append(pre, Render(true, "ducklake:postgres:"+cc.Path, n.Alias, opts))
 	}

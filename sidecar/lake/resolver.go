@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,9 +57,38 @@ type Plan struct {
 	// LocalFiles is true when a lake of the job keeps its files on a file:// storage (outside a
 	// jailed runner's mounts).
 	LocalFiles bool
+	// Dirs are the local data directories of the job's namespaces (file:// storages): the
+	// workspace's own writable, its ancestors' read-only. A jailed runner sees only these.
+	Dirs []Dir
 
 	secrets  []string
 	catalogs *catalogs
+}
+
+// Dir is a local data directory a job uses.
+type Dir struct {
+	Path     string
+	Writable bool
+}
+
+// addDir records the local data directory of ns (file:// storages only), creating it so that it
+// can be bound into a jail.
+func (p *Plan) addDir(ns Namespace, writable bool) error {
+	if ns.Storage.IsS3() {
+		return nil
+	}
+	dir := strings.TrimSuffix(ns.DataURL(), "/")
+	for i, d := range p.Dirs {
+		if d.Path == dir {
+			p.Dirs[i].Writable = d.Writable || writable
+			return nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("lake %q: data directory: %w", ns.Lake.Name, err)
+	}
+	p.Dirs = append(p.Dirs, Dir{Path: dir, Writable: writable})
+	return nil
 }
 
 // Close releases what the plan holds (temporary root certificate files).
@@ -200,6 +230,9 @@ func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, i
 	}
 	ns := namespaceOf(res.ws.ID, res.ws.IsFork, l, s)
 	if err := res.r.Registry.Register(ctx, ns, res.rep); err != nil {
+		return "", err
+	}
+	if err := res.plan.addDir(ns, !hasOption(a.Options, "READ_ONLY")); err != nil {
 		return "", err
 	}
 	cc, err := res.cats.Conn(ctx, l.CatalogCluster, l.CatalogDatabase)

@@ -199,6 +199,15 @@ func TestForkCannotEscapeItsNamespace(t *testing.T) {
 	if got := e.count("prod", "orders"); got != "2000" {
 		t.Fatalf("prod has %s rows", got)
 	}
+	// Jailed (the default where bubblewrap is installed), the parent's data directory is mounted
+	// read-only in a fork's job: a raw write there fails too.
+	row = e.runRow("dev", attachMain+fmt.Sprintf("COPY (SELECT 1 AS x) TO '%s/lakes/main/evil.csv'", dir))
+	if row.Status != "failed" {
+		t.Fatalf("a fork job wrote into the parent's data directory")
+	}
+	if got := listKeys(t, url, "lakes/main/"); !reflect.DeepEqual(got, parentObjects) {
+		t.Fatalf("parent objects changed: %v", got)
+	}
 }
 
 // An orphaned fork (parent dropped) keeps the write redirect and the registry, without defer.

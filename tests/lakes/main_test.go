@@ -75,7 +75,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) startSidecar(extra ...string) {
 	e.t.Helper()
 	e.sidecar = sidecartest.Start(e.t, sidecartest.Options{DSN: e.dsn,
-		Env: append([]string{client.EnvRunnerPath + "=" + runnerPath, "DATAENV_JOB_ISOLATION=plain"}, extra...)})
+		Env: append([]string{client.EnvRunnerPath + "=" + runnerPath}, extra...)})
 }
 
 // workspace creates a workspace, or a fork of parent through dataenv.create_fork (the

@@ -13,8 +13,9 @@ func TestParentOrphanCleanupSparesForkData(t *testing.T) {
 	e, url := lakeEnv(t, storageKinds[0])
 	dir := strings.TrimPrefix(url, "file://")
 	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
-	// A fork done wrong: its namespace's DATA_PATH nested under the parent's.
-	e.run("prod", fmt.Sprintf(`ATTACH 'ducklake:postgres:%s' AS nested (METADATA_SCHEMA 'nested_fork', DATA_PATH '%s/lakes/main/nested_fork/');
+	// A fork done wrong: its namespace's DATA_PATH nested under the parent's (the job attaches
+	// the lake too, so that a jailed runner has the parent's data directory mounted).
+	e.run("prod", fmt.Sprintf(attachMain+`ATTACH 'ducklake:postgres:%s' AS nested (METADATA_SCHEMA 'nested_fork', DATA_PATH '%s/lakes/main/nested_fork/');
 		CREATE TABLE nested.t AS SELECT range AS id FROM range(3000)`, pg.DSN(e.catalog), dir))
 	// dataenv's fork.
 	e.workspace("dev", "prod")
