@@ -3,6 +3,7 @@ package lake
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +31,8 @@ type catalogs struct {
 	libpqs   []*cluster.Libpq
 	secrets  []string
 	setup    []string
+	// certDirs hold root certificate files the runner must read (bound into a jail).
+	certDirs []string
 }
 
 // catalogConn is how DuckDB reaches one catalog database.
@@ -68,6 +71,9 @@ func (c *catalogs) Conn(ctx context.Context, clusterName, database string) (cata
 		}
 		if word, ok := pathKeys[k]; ok {
 			path = append(path, word+"="+kvQuote(v))
+		}
+		if k == "PGSSLROOTCERT" {
+			c.certDirs = append(c.certDirs, filepath.Dir(v))
 		}
 		if word, ok := secretKeys[k]; ok {
 			if k == "PGPASSWORD" {

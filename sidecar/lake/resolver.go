@@ -149,6 +149,9 @@ func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *T
 	}
 	res.plan.secrets = append(res.plan.secrets, res.cats.secrets...)
 	res.plan.Setup = append(res.plan.Setup, res.cats.setup...)
+	for _, d := range res.cats.certDirs {
+		res.plan.Dirs = append(res.plan.Dirs, Dir{Path: d})
+	}
 	for _, s := range res.s3 {
 		res.plan.Setup = append(res.plan.Setup, s3Secret(s))
 		res.plan.secrets = append(res.plan.secrets, s.Creds.Secrets()...)
