@@ -159,13 +159,17 @@ COMMENT ON FUNCTION dataenv.materialize(text, text, text, text) IS
 -- Materializations
 -- ---------------------------------------------------------------------------------------------
 
-CREATE OR REPLACE VIEW dataenv.materialization_list AS
+CREATE OR REPLACE VIEW dataenv.materialization_all AS
 SELECT DISTINCT ON (workspace, lake, table_name)
        workspace, lake, table_name, status, strategy, snapshot_id, row_count, columns, metadata_schema,
        request_id, error, created_at
   FROM dataenv.materializations
  ORDER BY workspace, lake, table_name, id DESC;
-COMMENT ON VIEW dataenv.materialization_list IS 'The latest materialization of each lake table per workspace.';
+COMMENT ON VIEW dataenv.materialization_all IS 'Internal: the latest materialization of each lake table per workspace.';
+
+CREATE OR REPLACE VIEW dataenv.materialization_list WITH (security_barrier) AS
+SELECT * FROM dataenv.materialization_all WHERE dataenv.can_use_workspace(workspace);
+COMMENT ON VIEW dataenv.materialization_list IS 'The latest materialization of each lake table, in the workspaces the caller may use.';
 
 -- The ancestors of a workspace, nearest first (depth 1 = parent). Reads the workspaces area's
 -- table (id, parent, is_fork) dynamically so this file installs on its own.
@@ -211,7 +215,7 @@ BEGIN
             SELECT f.workspace, f.lake, a.depth, a.ancestor
               FROM forks f CROSS JOIN LATERAL dataenv.workspace_ancestors(f.workspace) a
         ), latest AS (
-            SELECT * FROM dataenv.materialization_list
+            SELECT * FROM dataenv.materialization_all
         ), candidates AS (
             SELECT c.workspace, c.lake, m.table_name, c.depth, c.member, m.status, m.snapshot_id
               FROM chain c JOIN latest m ON m.workspace = c.member AND m.lake = c.lake
@@ -235,12 +239,13 @@ END
 $$;
 COMMENT ON FUNCTION dataenv.fork_materialization_rows() IS 'Internal: the rows of dataenv.fork_materialization.';
 
-CREATE OR REPLACE VIEW dataenv.fork_materialization AS
-SELECT * FROM dataenv.fork_materialization_rows();
+CREATE OR REPLACE VIEW dataenv.fork_materialization WITH (security_barrier) AS
+SELECT * FROM dataenv.fork_materialization_rows() r WHERE dataenv.can_use_workspace(r.workspace);
 COMMENT ON VIEW dataenv.fork_materialization IS
-    'Per fork, isolated lake and table: deferred (read from from_workspace, the nearest ancestor that materialized it), fork-materialized (the fork wrote its own), or absent (known in the chain, but no ancestor''s latest run succeeded).';
+    'Per fork the caller may use, isolated lake and table: deferred (read from from_workspace, the nearest ancestor that materialized it), fork-materialized (the fork wrote its own), or absent (known in the chain, but no ancestor''s latest run succeeded).';
 
 REVOKE ALL ON FUNCTION dataenv.fork_materialization_rows(), dataenv.workspace_ancestors(text) FROM PUBLIC;
+REVOKE ALL ON dataenv.materialization_all FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dataenv.run(text, text), dataenv.materialize(text, text, text, text)
   TO dataenv_user, dataenv_admin;
 GRANT SELECT ON dataenv.materialization_list, dataenv.fork_materialization TO dataenv_user, dataenv_admin;

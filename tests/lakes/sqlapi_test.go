@@ -58,3 +58,28 @@ func TestStorageAndLakeAPI(t *testing.T) {
 		t.Errorf("user adds a storage: %s", got)
 	}
 }
+
+// Users see lakes and materializations only of the workspaces they may use.
+func TestLakeViewsFollowWorkspaceMembership(t *testing.T) {
+	e := newEnv(t)
+	mustExec(t, e.conn, `SELECT dataenv.add_storage('local', $1)`, "file://"+t.TempDir())
+	e.workspace("mine", "")
+	e.workspace("theirs", "")
+	for _, ws := range []string{"mine", "theirs"} {
+		mustExec(t, e.conn, `SELECT dataenv.add_lake($1, 'main', 'instance', $2, 'local', 'l')`, ws, e.catalog)
+		mustExec(t, e.conn, `INSERT INTO dataenv.materializations (workspace, lake, table_name, status, strategy, request_id)
+			VALUES ($1, 'main', 't', 'materialized', 'replace', gen_random_uuid())`, ws)
+	}
+	user, pw := pg.CreateRole(t, "LOGIN")
+	mustExec(t, e.conn, `GRANT dataenv_user TO `+user)
+	mustExec(t, e.conn, `SELECT dataenv.grant_workspace('mine', $1)`, user)
+	uc := pg.ConnectAs(t, user, pw, e.conn.Config().Database)
+	for _, v := range []string{"dataenv.lake_info", "dataenv.materialization_list"} {
+		if got := queryString(t, uc, `SELECT string_agg(workspace, ',') FROM `+v); got != "mine" {
+			t.Errorf("%s shows %s", v, got)
+		}
+	}
+	if got := execErr(t, uc, `SELECT dataenv.run('theirs', 'SELECT 1')`); !strings.Contains(got, "may not use workspace") {
+		t.Errorf("run in another's workspace: %s", got)
+	}
+}
