@@ -128,12 +128,16 @@ func tokens(s string) []token {
 	for i := skipSpace(s, 0); i < len(s); i = skipSpace(s, i) {
 		j := i
 		switch c := s[i]; {
-		case c == '\'':
-			j = skipQuoted(s, i, '\'')
-			out = append(out, token{'s', s[i:j]})
-		case c == '"':
-			j = skipQuoted(s, i, '"')
-			out = append(out, token{'i', s[i:j]})
+		case c == '\'' || c == '"':
+			j = skipQuoted(s, i, c)
+			kind := byte('s')
+			if c == '"' {
+				kind = 'i'
+			}
+			if j-i < 2 || s[j-1] != c {
+				kind = 'o' // unterminated: DuckDB will reject it, the resolver leaves it alone
+			}
+			out = append(out, token{kind, s[i:j]})
 		case isWordByte(c):
 			for j < len(s) && (isWordByte(s[j]) || s[j] == '.' && j+1 < len(s) && isWordByte(s[j+1]) && c >= '0' && c <= '9') {
 				j++

@@ -35,3 +35,21 @@ func TestParseAttach(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func FuzzParseAttach(f *testing.F) {
+	for _, s := range []string{"ATTACH 'ducklake://x' AS y (A 1, B 'c', READ_ONLY)", "attach if not exists 'a''b' as \"q\"", "ATTACH 'x' AS y (", "ATTACH $$x$$", "SELECT ';'; ATTACH"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		for _, st := range SplitStatements(sql) {
+			a, ok, err := ParseAttach(st)
+			if ok && err == nil && a != nil && a.Alias != "" {
+				// A rendered attach parses back to the same path, alias and options.
+				b, ok2, err2 := ParseAttach(Render(a.IfNotExists, a.Path, a.Alias, a.Options))
+				if !ok2 || err2 != nil || b.Path != a.Path || b.Alias != a.Alias || len(b.Options) != len(a.Options) {
+					t.Fatalf("round trip of %q: %+v %v %v", st, b, ok2, err2)
+				}
+			}
+		}
+	})
+}
