@@ -548,6 +548,8 @@ BEGIN
                        WHERE jsonb_typeof(e) <> 'string' OR e #>> '{}' !~ '^[a-z][a-z0-9_]*$' OR octet_length(e #>> '{}') > 63) THEN
             RAISE EXCEPTION 'create_fork: shared_lakes must be an array of lake names' USING ERRCODE = '22023';
         END IF;
+        PERFORM dataenv.check_shared_lakes(args->>'parent',
+            ARRAY(SELECT jsonb_array_elements_text(args->'shared_lakes')));
     END IF;
 END
 $$;

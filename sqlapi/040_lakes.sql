@@ -365,19 +365,6 @@ $$;
 COMMENT ON FUNCTION dataenv.stamp_fork_lakes(text, text, text[]) IS
     'Internal (create_fork): gives fork its own copy of parent''s lakes, each stamped isolated, or shared when listed in shared_lakes. Sharing is never inherited.';
 
--- The create_fork hook of the workspaces area: called in the transaction that creates the fork
--- workspace (dataenv.fork_created__<area>(parent, fork, shared_lakes)).
-CREATE OR REPLACE FUNCTION dataenv.fork_created__lakes(parent text, fork text, shared_lakes text[]) RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM dataenv.stamp_fork_lakes(parent, fork, shared_lakes);
-END
-$$;
-COMMENT ON FUNCTION dataenv.fork_created__lakes(text, text, text[]) IS
-    'create_fork hook: gives the new fork its own lake entries, isolated unless listed in shared_lakes.';
-
 -- What the lake registry still holds for a workspace id (drop_fork and create_fork count these
 -- as leftovers of a fork, like fork copies).
 CREATE OR REPLACE FUNCTION dataenv.fork_lake_leftovers(workspace text) RETURNS integer
@@ -389,9 +376,8 @@ $$;
 COMMENT ON FUNCTION dataenv.fork_lake_leftovers(text) IS
     'How many fork lake namespaces of a workspace id are still in the registry awaiting cleanup.';
 
--- The same stamp from a trigger on the workspaces table, so that a fork gets its lakes in the
--- transaction that creates it however the row is inserted (the hook above is found by the
--- workspaces area's create_fork; the trigger also covers any other insert). Both are idempotent.
+-- The stamp runs from a trigger on the workspaces table, so that a fork gets its lakes in the
+-- transaction that creates it however the row is inserted.
 CREATE OR REPLACE FUNCTION dataenv.workspaces_stamp_fork_lakes() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -441,7 +427,6 @@ REVOKE ALL ON FUNCTION
     dataenv.add_lake(text, text, text, text, text, text, jsonb),
     dataenv.remove_lake(text, text),
     dataenv.stamp_fork_lakes(text, text, text[]),
-    dataenv.fork_created__lakes(text, text, text[]),
     dataenv.lake_workspace_exists(text),
     dataenv.managed_database_uses__lakes(text, text)
   FROM PUBLIC;

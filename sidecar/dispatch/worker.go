@@ -91,7 +91,12 @@ func (d *Dispatcher) process(ctx context.Context, e *entry) {
 
 func (d *Dispatcher) logClaimFailure(ctx context.Context, e *entry, err error) {
 	if errors.Is(err, errStale) {
-		d.cfg.Logger.Debug("request already handled", "request", e.req.ID)
+		var status string
+		var attempts int
+		var cancelled bool
+		_ = d.cfg.Pool.QueryRow(ctx, rowStateSQL, e.req.ID).Scan(&status, &attempts, &cancelled)
+		d.cfg.Logger.Info("request already handled elsewhere; skipping it", "request", e.req.ID,
+			"read_attempt", e.req.Attempts, "row_status", status, "row_attempts", attempts, "row_cancel_requested", cancelled)
 		d.forget(e)
 		return
 	}

@@ -37,8 +37,7 @@
 // # Fork hooks
 //
 // A new fork gets copies of its parent's lake rows stamped isolated or shared
-// (dataenv.stamp_fork_lakes, from an AFTER INSERT trigger on dataenv.workspaces and the
-// fork_created__lakes hook). Hooks.CleanupFork is the workspaces area's ForkCleaner: drop_fork
+// (dataenv.stamp_fork_lakes, from an AFTER INSERT trigger on dataenv.workspaces). Hooks.CleanupFork is the workspaces area's ForkCleaner: drop_fork
 // calls it once the workspace row is gone, create_fork before reusing an id (BlocksCreate: only a
 // schema that cannot be dropped blocks). A workspace that exists is never cleaned.
 package lake

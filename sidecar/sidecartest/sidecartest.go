@@ -105,6 +105,14 @@ func Start(t testing.TB, opts Options) *Process {
 	}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
+		if t.Failed() {
+			// A goroutine dump in the logs shows where a stuck sidecar waits.
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-p.done:
+			case <-time.After(3 * time.Second):
+			}
+		}
 		p.Kill()
 		if t.Failed() {
 			t.Logf("sidecar pid %d logs:\n%s", cmd.Process.Pid, p.Logs())

@@ -236,8 +236,8 @@ func (s *Service) rollback(ctx context.Context, req *request.Request, rep reques
 }
 
 // commitFork creates the workspace row and its datatable entries in one transaction, under the
-// lifecycle locks of the clusters they name (in name order), and lets other areas add their
-// rows (dataenv.fork_created__<area>(parent, fork, shared_lakes) functions).
+// lifecycle locks of the clusters they name (in name order); triggers of other areas add their
+// rows (the lakes area stamps the fork's lakes).
 func (s *Service) commitFork(ctx context.Context, req *request.Request, args createArgs, plan []planItem) error {
 	return pgx.BeginFunc(ctx, s.cfg.Control, func(tx pgx.Tx) error {
 		for _, c := range clustersOf(plan) {
@@ -262,27 +262,10 @@ func (s *Service) commitFork(ctx context.Context, req *request.Request, args cre
 				return fmt.Errorf("record datatable %q of fork %q: %w", it.Datatable, args.Fork, err)
 			}
 		}
-		return runForkCreatedHooks(ctx, tx, args)
+		// The fork's lake entries are stamped by the AFTER INSERT trigger on dataenv.workspaces
+		// (sqlapi/040_lakes.sql), in this same transaction.
+		return nil
 	})
-}
-
-func runForkCreatedHooks(ctx context.Context, tx pgx.Tx, args createArgs) error {
-	rows, err := tx.Query(ctx, `SELECT p.proname FROM pg_catalog.pg_proc p
-		WHERE p.pronamespace = 'dataenv'::regnamespace AND p.proname LIKE 'fork\_created\_\_%'
-		  AND p.proargtypes::oid[] = ARRAY['text'::regtype, 'text'::regtype, 'text[]'::regtype]::oid[] ORDER BY p.proname`)
-	if err != nil {
-		return retryable(err)
-	}
-	fns, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return retryable(err)
-	}
-	for _, fn := range fns {
-		if _, err := tx.Exec(ctx, `SELECT dataenv.`+pgx.Identifier{fn}.Sanitize()+`($1, $2, $3)`, args.Parent, args.Fork, args.SharedLakes); err != nil {
-			return fmt.Errorf("dataenv.%s for fork %q: %w", fn, args.Fork, err)
-		}
-	}
-	return nil
 }
 
 func clustersOf(plan []planItem) []string {

@@ -49,8 +49,8 @@
 //     Config.ProgressEvery. Then the row is marked ready.
 //  4. One transaction, under the lifecycle locks of every cluster involved (in name order): the
 //     fork's workspace row (is_fork, parent, created_by = requester, who becomes a member), its
-//     datatable entries, and other areas' dataenv.fork_created__<area>(parent, fork,
-//     shared_lakes) hooks (the lake area gives the fork its lake entries).
+//     datatable entries; the lake area's trigger on dataenv.workspaces gives the fork its lake
+//     entries in the same transaction.
 //
 // A failure in 3 or 4 drops every copy this request made (rollback) before the request fails; a
 // crash anywhere is converged by the rerun through the rules of 1 and 3. Crash points:

@@ -109,8 +109,12 @@ func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dr
 		if err != nil {
 			return nil, err
 		}
-		if len(copies) == 0 {
-			return nil, refusef("drop_fork: no workspace %q, and no fork copies of one are left", args.Fork)
+		var lakeLeftovers int
+		if err := pool.QueryRow(ctx, `SELECT dataenv.fork_lake_leftovers($1)`, args.Fork).Scan(&lakeLeftovers); err != nil {
+			return nil, retryable(err)
+		}
+		if len(copies) == 0 && lakeLeftovers == 0 {
+			return nil, refusef("drop_fork: no workspace %q, and no fork copies or lake namespaces of one are left", args.Fork)
 		}
 		return []string{args.Fork}, nil
 	}

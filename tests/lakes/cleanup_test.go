@@ -156,7 +156,8 @@ func TestDropForkKilledMidCleanup(t *testing.T) {
 	url := storageKinds[0].setup(t, e)
 	e.workspace("prod", "")
 	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
-	e.startSidecar("DATAENV_CRASH_AT=lake.cleanup.after_schema_drop", "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
+	crashEnv := []string{"DATAENV_CRASH_AT=lake.cleanup.after_schema_drop", "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+	e.startSidecar(crashEnv...)
 	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
 	e.workspace("dev", "prod")
 	e.materialize("dev", "ducklake://main/orders", ordersQuery, "replace")
@@ -172,17 +173,8 @@ func TestDropForkKilledMidCleanup(t *testing.T) {
 	if e.schemaExists(schema) || len(listKeys(t, url, prefix)) == 0 {
 		t.Fatal("want the schema dropped and the files still there at the crash")
 	}
-	e.startSidecar("DATAENV_CRASH_AT=lake.cleanup.after_schema_drop")
-	row := e.wait(uuid.MustParse(id))
-	switch {
-	case row.Status == "succeeded":
-	case strings.Contains(deref(row.Error), "no fork copies of one are left"):
-		// drop_fork's rerun does not count the lake registry as leftovers yet
-		// (dataenv.fork_lake_leftovers): finish with the cleanup it would call.
-		if err := e.hooks().CleanupFork(context.Background(), "dev", nil); err != nil {
-			t.Fatalf("cleanup after the restart: %v", err)
-		}
-	default:
+	e.startSidecar(crashEnv...) // the marker keeps it from dying at the same point twice
+	if row := e.wait(uuid.MustParse(id)); row.Status != "succeeded" {
 		t.Fatalf("drop_fork after the restart: %s %s", row.Status, deref(row.Error))
 	}
 	if got := listKeys(t, url, prefix); len(got) != 0 {
@@ -193,5 +185,19 @@ func TestDropForkKilledMidCleanup(t *testing.T) {
 	}
 	if !reflect.DeepEqual(listKeys(t, url, "lakes/main/"), parentObjects) || e.catalogState("public") != parentCatalog {
 		t.Fatal("the parent changed")
+	}
+}
+
+// An unknown name in shared_lakes is refused when create_fork is called, not when it runs.
+func TestCreateForkRefusesUnknownSharedLakeAtCallTime(t *testing.T) {
+	e := newEnv(t)
+	e.workspace("prod", "")
+	_, err := e.conn.Exec(context.Background(), `SELECT dataenv.create_fork('prod', 'dev', '{}', ARRAY['nope'])`)
+	if err == nil || !strings.Contains(err.Error(), "not a lake of workspace") {
+		t.Fatalf("create_fork with an unknown shared lake: %v", err)
+	}
+	var n int
+	if err := e.conn.QueryRow(context.Background(), `SELECT count(*) FROM dataenv.requests WHERE kind = 'create_fork'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d create_fork requests inserted (%v)", n, err)
 	}
 }
