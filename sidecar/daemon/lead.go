@@ -55,24 +55,10 @@ func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease) {
 // streamLoop keeps a replication session open, reconnecting with exponential backoff. Every
 // (re)connect re-reads unfinished requests before streaming.
 func (s *Sidecar) streamLoop(ctx context.Context, d *dispatch.Dispatcher) {
-	slot, err := s.slotName(ctx)
-	if err != nil {
-		s.cfg.Logger.Error("cannot name the replication slot", "error", err)
-		return
-	}
-	stream := replication.New(replication.Config{DSN: s.cfg.DSN, Slot: slot, Logger: s.cfg.Logger, Observer: s,
-		OnConnected: func(ctx context.Context) error {
-			n, err := d.Rescan(ctx)
-			if err == nil {
-				s.ready.Store(true)
-				s.cfg.Logger.Info("replication connected", "slot", slot, "unfinished_requests_resumed", n)
-			}
-			return err
-		}}, d)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		started := time.Now()
-		err := stream.Run(ctx)
+		err := s.streamOnce(ctx, d)
 		if ctx.Err() != nil {
 			return
 		}
@@ -89,6 +75,25 @@ func (s *Sidecar) streamLoop(ctx context.Context, d *dispatch.Dispatcher) {
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
+}
+
+// streamOnce runs one replication session. The slot name is read from the installation each
+// time: when dataenv has been uninstalled the read fails, and no slot is re-created.
+func (s *Sidecar) streamOnce(ctx context.Context, d *dispatch.Dispatcher) error {
+	slot, err := s.slotName(ctx)
+	if err != nil {
+		return err
+	}
+	stream := replication.New(replication.Config{DSN: s.cfg.DSN, Slot: slot, Logger: s.cfg.Logger, Observer: s,
+		OnConnected: func(ctx context.Context) error {
+			n, err := d.Rescan(ctx)
+			if err == nil {
+				s.ready.Store(true)
+				s.cfg.Logger.Info("replication connected", "slot", slot, "unfinished_requests_resumed", n)
+			}
+			return err
+		}}, d)
+	return stream.Run(ctx)
 }
 
 func (s *Sidecar) slotName(ctx context.Context) (string, error) {
