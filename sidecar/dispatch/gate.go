@@ -10,50 +10,62 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// gate holds one advisory lock per in-flight request on a connection of its own, from when the
-// request is decoded until its outcome is committed, so that dataenv.wait() can block on it
-// instead of polling. Locks are only tried, never waited for, and capped in number: past the cap,
-// or while the connection is down, waiters fall back to their backoff re-check. Losing the
-// connection releases every gate at once, which only wakes waiters early.
+// gate holds one advisory lock per in-flight request on a connection of its own, from shortly
+// after the request is decoded until its outcome is committed, so that dataenv.wait() can block on
+// it instead of polling. A request is gated only once it has been in flight for gateDelay: most
+// requests finish sooner, and a waiter's backoff re-check (1 ms doubling) finds them finished
+// without the two lock round trips. Locks are only tried, never waited for, and capped in number:
+// past the cap, or while the connection is down, waiters fall back to their backoff re-check.
+// Losing the connection releases every gate at once, which only wakes waiters early.
 type gate struct {
 	dsn   string
 	log   *slog.Logger
 	limit int
 
-	mu      sync.Mutex
-	toLock  map[uuid.UUID]bool
-	toFree  map[uuid.UUID]bool
-	held    map[uuid.UUID]bool
-	wake    chan struct{}
-	connGen int
+	mu     sync.Mutex
+	toLock map[uuid.UUID]time.Time // when the request was admitted
+	toFree map[uuid.UUID]bool
+	held   map[uuid.UUID]bool
+	wake   chan struct{}
+	timer  *time.Timer
 }
 
+// gateDelay is how long a request runs before it is gated.
+const gateDelay = 10 * time.Millisecond
+
 func newGate(dsn string, limit int, log *slog.Logger) *gate {
-	return &gate{dsn: dsn, log: log, limit: limit, toLock: map[uuid.UUID]bool{}, toFree: map[uuid.UUID]bool{},
+	g := &gate{dsn: dsn, log: log, limit: limit, toLock: map[uuid.UUID]time.Time{}, toFree: map[uuid.UUID]bool{},
 		held: map[uuid.UUID]bool{}, wake: make(chan struct{}, 1)}
+	g.timer = time.AfterFunc(time.Hour, g.poke)
+	return g
 }
 
 // Lock asks for the request's gate; it returns at once.
 func (g *gate) Lock(id uuid.UUID) {
 	g.mu.Lock()
 	if len(g.held)+len(g.toLock) < g.limit {
-		g.toLock[id] = true
+		if len(g.toLock) == 0 {
+			g.timer.Reset(gateDelay)
+		}
+		g.toLock[id] = time.Now()
 	}
 	g.mu.Unlock()
-	g.poke()
 }
 
 // Unlock releases the request's gate (or forgets a lock not taken yet); it returns at once.
 func (g *gate) Unlock(id uuid.UUID) {
 	g.mu.Lock()
-	if g.toLock[id] {
+	_, pending := g.toLock[id]
+	if pending {
 		delete(g.toLock, id)
 	} else {
 		// Held, or being locked by the flush in progress: the next flush frees it.
 		g.toFree[id] = true
 	}
 	g.mu.Unlock()
-	g.poke()
+	if !pending {
+		g.poke()
+	}
 }
 
 func (g *gate) poke() {
@@ -105,15 +117,27 @@ func (g *gate) session(ctx context.Context) error {
 // flush releases finished gates first, then takes new ones, one round trip each.
 func (g *gate) flush(ctx context.Context, conn *pgx.Conn) error {
 	g.mu.Lock()
-	var free []string
+	var free, lock []string
 	for id := range g.toFree {
 		if g.held[id] {
 			free = append(free, id.String())
 		}
 	}
-	lock := keys(g.toLock)
 	clear(g.toFree)
-	clear(g.toLock)
+	now, next := time.Now(), time.Duration(0)
+	for id, admitted := range g.toLock {
+		if wait := gateDelay - now.Sub(admitted); wait > 0 {
+			if next == 0 || wait < next {
+				next = max(wait, time.Millisecond) // coalesce flushes to at most one a millisecond
+			}
+			continue
+		}
+		lock = append(lock, id.String())
+		delete(g.toLock, id)
+	}
+	if next > 0 {
+		g.timer.Reset(next)
+	}
 	g.mu.Unlock()
 	if len(free) > 0 {
 		if _, err := conn.Exec(ctx, gateUnlockSQL, free); err != nil {
@@ -146,12 +170,4 @@ func (g *gate) flush(ctx context.Context, conn *pgx.Conn) error {
 		g.poke()
 	}
 	return nil
-}
-
-func keys(m map[uuid.UUID]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k.String())
-	}
-	return out
 }

@@ -114,24 +114,26 @@ func (w *writer) exec(ctx context.Context, batch []*outcome) (map[uuid.UUID]bool
 }
 
 // retryInvisible handles a compare-and-set that matched no row: either the row is not visible
-// yet (retry shortly) or a newer attempt or a cancellation owns it (stale: drop the outcome).
+// yet (retry shortly, in a later batch) or a newer attempt or a cancellation owns it (stale: drop
+// the outcome). The first retries skip the row read: invisibility lasts well under a millisecond.
 func (w *writer) retryInvisible(ctx context.Context, o *outcome) {
 	if o.first.IsZero() {
 		o.first = time.Now()
 	}
-	var status string
-	var attempts int
-	var cancelled bool
-	err := w.pool.QueryRow(ctx, rowStateSQL, o.e.req.ID).Scan(&status, &attempts, &cancelled)
-	visibleAndStale := err == nil && (request.Status(status).Finished() || attempts != o.attempts ||
-		(!o.claimed && cancelled))
-	if visibleAndStale || time.Since(o.first) > visibilityBudget {
-		w.log.Info("dropping a stale outcome", "request", o.e.req.ID, "attempt", o.attempts, "row_status", status, "row_attempts", attempts)
-		w.done(o, false)
-		return
-	}
 	o.tries++
-	delay := min(time.Millisecond<<min(o.tries, 8), 100*time.Millisecond)
+	if o.tries > 3 {
+		var status string
+		var attempts int
+		var cancelled bool
+		err := w.pool.QueryRow(ctx, rowStateSQL, o.e.req.ID).Scan(&status, &attempts, &cancelled)
+		stale := err == nil && (request.Status(status).Finished() || attempts != o.attempts || (!o.claimed && cancelled))
+		if stale || time.Since(o.first) > visibilityBudget {
+			w.log.Info("dropping a stale outcome", "request", o.e.req.ID, "attempt", o.attempts, "row_status", status, "row_attempts", attempts)
+			w.done(o, false)
+			return
+		}
+	}
+	delay := min(250*time.Microsecond<<min(o.tries, 9), 100*time.Millisecond)
 	time.AfterFunc(delay, func() {
 		select {
 		case w.in <- o:
