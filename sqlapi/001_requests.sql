@@ -128,6 +128,30 @@ CREATE TRIGGER requests_notify_finished AFTER UPDATE OF status ON dataenv.reques
     WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.status IN ('succeeded', 'failed', 'cancelled'))
     EXECUTE FUNCTION dataenv.requests_notify_finished();
 
+-- AFTER UPDATE: a new cancellation is recorded in dataenv.request_cancellations, whose inserts
+-- the sidecar decodes (the request table is published for inserts only). Pending requests are
+-- recorded too: a stateless request runs without being claimed and must be stopped as well.
+CREATE OR REPLACE FUNCTION dataenv.requests_record_cancellation() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO dataenv.request_cancellations (request_id, requested_by)
+    VALUES (NEW.id, session_user) ON CONFLICT (request_id) DO NOTHING;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION dataenv.requests_record_cancellation() IS
+    'Records a cancellation for the sidecar to decode when cancel_requested is raised.';
+
+DROP TRIGGER IF EXISTS requests_record_cancellation ON dataenv.requests;
+CREATE TRIGGER requests_record_cancellation AFTER UPDATE OF cancel_requested ON dataenv.requests
+    FOR EACH ROW WHEN (NEW.cancel_requested AND NOT OLD.cancel_requested)
+    EXECUTE FUNCTION dataenv.requests_record_cancellation();
+
+REVOKE ALL ON dataenv.request_cancellations FROM PUBLIC;
+GRANT SELECT ON dataenv.request_cancellations TO dataenv_admin;
+
 -- Row-level security: a user sees and cancels only their own requests; dataenv_admin sees all.
 -- The table owner (the sidecar's role) bypasses RLS.
 ALTER TABLE dataenv.requests ENABLE ROW LEVEL SECURITY;

@@ -120,6 +120,12 @@ func (d *Dispatcher) Deliver(_ context.Context, tx *replication.Tx, ack func()) 
 	ta := &txAck{ack: ack}
 	d.mu.Lock()
 	for _, ch := range tx.Changes {
+		if ch.Table == "request_cancellations" {
+			if id, err := uuid.Parse(valueOf(ch, "request_id")); err == nil {
+				d.cancelLocked(id)
+			}
+			continue
+		}
 		if ch.Table != "requests" {
 			if d.cfg.OnConfig != nil {
 				d.cfg.OnConfig(ch.Table)
@@ -131,14 +137,11 @@ func (d *Dispatcher) Deliver(_ context.Context, tx *replication.Tx, ack func()) 
 			d.cfg.Logger.Error("skipping undecodable request change", "error", err)
 			continue
 		}
-		switch {
-		case ch.Op == replication.Insert && req.Status == request.Pending:
+		if ch.Op == replication.Insert && req.Status == request.Pending {
 			if e := d.admitLocked(req, false); !e.durable {
 				e.acks = append(e.acks, ta)
 				ta.remaining++
 			}
-		case ch.Op == replication.Update && req.CancelRequested:
-			d.cancelLocked(req.ID)
 		}
 	}
 	d.mu.Unlock()
@@ -236,4 +239,9 @@ func (d *Dispatcher) Counts() (queued, running int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.queue), d.running
+}
+
+func valueOf(ch replication.Change, col string) string {
+	v, _ := ch.Value(col)
+	return v
 }

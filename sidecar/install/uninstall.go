@@ -27,8 +27,8 @@ func Uninstall(ctx context.Context, conn *pgx.Conn) error {
 	slot := SlotName(ctx, conn)
 	return withInstallLock(ctx, conn, func() error {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `DROP PUBLICATION IF EXISTS dataenv`); err != nil {
-				return fmt.Errorf("drop publication dataenv: %w", err)
+			if _, err := tx.Exec(ctx, `DROP PUBLICATION IF EXISTS dataenv, dataenv_requests`); err != nil {
+				return fmt.Errorf("drop publications dataenv, dataenv_requests: %w", err)
 			}
 			if _, err := tx.Exec(ctx, `DROP SCHEMA IF EXISTS dataenv CASCADE`); err != nil {
 				return fmt.Errorf("drop schema dataenv: %w", err)

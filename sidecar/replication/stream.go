@@ -1,4 +1,4 @@
-// Package replication tails the control database's dataenv publication through a pgoutput
+// Package replication tails the control database's dataenv publications through a pgoutput
 // logical replication slot and hands committed transactions to a Sink.
 //
 // One goroutine (Run) owns the replication connection: it is the only one that reads from it and
@@ -37,7 +37,7 @@ type Observer interface {
 type Config struct {
 	DSN            string        // control database; replication=database is added
 	Slot           string        // slot name (dataenv_<database oid>)
-	Publication    string        // default "dataenv"
+	Publication    string        // comma-separated, default "dataenv,dataenv_requests"
 	StatusInterval time.Duration // status update period, default 1s
 	ProbeInterval  time.Duration // how often an idle stream asks for the server's WAL end, default 5s
 	Logger         *slog.Logger
@@ -57,7 +57,7 @@ type Stream struct {
 // New returns a Stream delivering to sink.
 func New(cfg Config, sink Sink) *Stream {
 	if cfg.Publication == "" {
-		cfg.Publication = "dataenv"
+		cfg.Publication = "dataenv,dataenv_requests"
 	}
 	if cfg.StatusInterval <= 0 {
 		cfg.StatusInterval = time.Second

@@ -26,7 +26,7 @@ func TestInstallIsIdempotentAndUninstallRemovesEverything(t *testing.T) {
 	if n := queryInt(t, conn, `SELECT count(*) FROM dataenv.clusters WHERE name = 'instance' AND kind = 'instance'`); n != 1 {
 		t.Fatalf("cluster instance registered %d times", n)
 	}
-	if n := queryInt(t, conn, `SELECT count(*) FROM pg_publication_tables WHERE pubname = 'dataenv' AND schemaname <> 'dataenv'`); n != 0 {
+	if n := queryInt(t, conn, `SELECT count(*) FROM pg_publication_tables WHERE pubname IN ('dataenv', 'dataenv_requests') AND schemaname <> 'dataenv'`); n != 0 {
 		t.Fatalf("the publication names tables outside the dataenv schema")
 	}
 	sc := sidecartest.Start(t, sidecartest.Options{DSN: dsn})
@@ -37,7 +37,7 @@ func TestInstallIsIdempotentAndUninstallRemovesEverything(t *testing.T) {
 	}
 	for what, sql := range map[string]string{
 		"slot":        `SELECT count(*) FROM pg_replication_slots WHERE database = current_database()`,
-		"publication": `SELECT count(*) FROM pg_publication WHERE pubname = 'dataenv'`,
+		"publication": `SELECT count(*) FROM pg_publication WHERE pubname IN ('dataenv', 'dataenv_requests')`,
 		"schema":      `SELECT count(*) FROM pg_namespace WHERE nspname = 'dataenv'`,
 	} {
 		if n := queryInt(t, conn, sql); n != 0 {

@@ -96,3 +96,11 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 }
 
 func mustUUID(s string) uuid.UUID { return uuid.MustParse(s) }
+
+// waitStreaming waits until a sidecar streams from the installation's slot.
+func waitStreaming(t testing.TB, conn *pgx.Conn) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the sidecar to stream from its slot", func() bool {
+		return queryInt(t, conn, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active`) == 1
+	})
+}

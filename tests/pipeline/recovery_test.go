@@ -24,6 +24,7 @@ func TestCrashPoints(t *testing.T) {
 			dsn, conn := controlDB(t)
 			env := []string{"DATAENV_CRASH_AT=" + point, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
 			first := sidecartest.Start(t, sidecartest.Options{DSN: dsn, Env: env})
+			waitStreaming(t, conn) // the request must arrive through the stream, not the start-up re-read
 			id := newRequest(t, conn, "test_effects", `{}`)
 			if err := first.WaitExit(30 * time.Second); err != nil {
 				t.Fatalf("the sidecar did not die at %s: %v", point, err)
