@@ -163,13 +163,4 @@ func mustExec(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
 }
 
 // dropSlot removes the database's replication slot so that the database can be dropped.
-func dropSlot(conn *pgx.Conn) {
-	ctx := context.Background()
-	for range 50 {
-		_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active_pid IS NOT NULL`)
-		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name()`); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+func dropSlot(conn *pgx.Conn) { sidecartest.DropSlot(conn) }

@@ -197,3 +197,17 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// DropSlot ends the walsender of the installation's slot and drops the slot, so that the test
+// database can be dropped; it retries while a killed sidecar's walsender is still going away.
+func DropSlot(conn *pgx.Conn) {
+	ctx := context.Background()
+	for range 50 {
+		_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active_pid IS NOT NULL`)
+		_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name()`)
+		if err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -62,13 +61,7 @@ func (f *fixture) dropSlot() {
 		return
 	}
 	defer conn.Close(ctx)
-	for range 50 {
-		_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active_pid IS NOT NULL`)
-		if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name()`); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	sidecartest.DropSlot(conn)
 }
 
 // dropManagedRoles drops the managed roles setup created on the external cluster, with the

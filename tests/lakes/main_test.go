@@ -124,17 +124,7 @@ func execErr(t testing.TB, conn *pgx.Conn, sql string, args ...any) string {
 	return err.Error()
 }
 
-func dropSlot(conn *pgx.Conn) {
-	ctx := context.Background()
-	for range 50 {
-		_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active_pid IS NOT NULL`)
-		_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name()`)
-		if err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+func dropSlot(conn *pgx.Conn) { sidecartest.DropSlot(conn) }
 
 // jobResult is the result of a run request.
 type jobResult struct {

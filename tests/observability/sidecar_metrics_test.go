@@ -39,16 +39,7 @@ func runningSidecar(t *testing.T) (*pgx.Conn, string) {
 	db := pg.CreateDatabase(t)
 	sidecartest.Install(t, pg.DSN(db))
 	conn := pg.Connect(t, db)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		for range 50 {
-			_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active_pid IS NOT NULL`)
-			if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name()`); err == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
+	t.Cleanup(func() { sidecartest.DropSlot(conn) })
 	addr := freeAddr(t)
 	sidecartest.Start(t, sidecartest.Options{DSN: pg.DSN(db), HTTPAddr: addr})
 	deadline := time.Now().Add(30 * time.Second)

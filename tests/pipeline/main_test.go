@@ -44,17 +44,7 @@ func controlDB(t *testing.T) (dsn string, conn *pgx.Conn) {
 }
 
 // dropSlot removes the test database's slot so the database can be dropped.
-func dropSlot(conn *pgx.Conn) {
-	ctx := context.Background()
-	for range 50 {
-		_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active_pid IS NOT NULL`)
-		_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name()`)
-		if err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+func dropSlot(conn *pgx.Conn) { sidecartest.DropSlot(conn) }
 
 func mustExec(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
 	t.Helper()
