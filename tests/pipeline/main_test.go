@@ -87,10 +87,13 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 
 func mustUUID(s string) uuid.UUID { return uuid.MustParse(s) }
 
-// waitStreaming waits until a sidecar streams from the installation's slot.
+// waitStreaming waits until a sidecar streams from the installation's slot: the slot exists with
+// its consistent point (confirmed_flush_lsn is set once creation finished), so every request
+// committed from now on is decoded, and the sidecar's walsender has it.
 func waitStreaming(t testing.TB, conn *pgx.Conn) {
 	t.Helper()
 	eventually(t, 30*time.Second, "the sidecar to stream from its slot", func() bool {
-		return queryInt(t, conn, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = dataenv.slot_name() AND active`) == 1
+		return queryInt(t, conn, `SELECT count(*) FROM pg_replication_slots s JOIN pg_stat_replication r ON r.pid = s.active_pid
+			WHERE s.slot_name = dataenv.slot_name() AND s.confirmed_flush_lsn IS NOT NULL`) == 1
 	})
 }
