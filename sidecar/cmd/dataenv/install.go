@@ -17,12 +17,9 @@ func runInstall(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := requireDSN(*dsn); err != nil {
-		return err
-	}
-	conn, err := pgx.Connect(ctx, *dsn)
+	conn, err := connectControl(ctx, *dsn)
 	if err != nil {
-		return fmt.Errorf("connect to control database: %w", err)
+		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	rep, err := install.Install(ctx, conn, install.Options{Logger: newLogger(*logLevel)})
@@ -46,12 +43,9 @@ func runUninstall(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := requireDSN(*dsn); err != nil {
-		return err
-	}
-	conn, err := pgx.Connect(ctx, *dsn)
+	conn, err := connectControl(ctx, *dsn)
 	if err != nil {
-		return fmt.Errorf("connect to control database: %w", err)
+		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := install.Uninstall(ctx, conn); err != nil {
@@ -67,12 +61,9 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := requireDSN(*dsn); err != nil {
-		return err
-	}
-	conn, err := pgx.Connect(ctx, *dsn)
+	conn, err := connectControl(ctx, *dsn)
 	if err != nil {
-		return fmt.Errorf("connect to control database: %w", err)
+		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	rows, err := conn.Query(ctx, `SELECT hostname, pid, version, leader, ready, round(extract(epoch FROM heartbeat_age))::int,
@@ -99,4 +90,16 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "no sidecar has reported in the last hour: start one with `dataenv sidecar --dsn ...`")
 	}
 	return rows.Err()
+}
+
+// connectControl opens one connection to the control database named by --dsn.
+func connectControl(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	if err := requireDSN(dsn); err != nil {
+		return nil, err
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("connect to control database: %w", err)
+	}
+	return conn, nil
 }
