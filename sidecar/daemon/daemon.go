@@ -70,6 +70,7 @@ type Sidecar struct {
 	leading  atomic.Bool
 	ready    atomic.Bool
 	lsn      atomic.Uint64
+	lag      atomic.Int64 // time since the oldest decoded, not yet durable commit (ns)
 	schemaOK atomic.Bool
 }
 

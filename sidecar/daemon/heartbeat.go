@@ -75,6 +75,6 @@ func (s *Sidecar) refreshGauges(ctx context.Context) {
 	var retained, lag int64
 	if err := s.pool.QueryRow(ctx, slotSQL).Scan(&retained, &lag); err == nil {
 		s.cfg.Metrics.SetRetainedWAL(uint64(max(retained, 0)))
-		s.cfg.Metrics.SetReplicationLag(uint64(max(lag, 0)), 0)
+		s.cfg.Metrics.SetReplicationLag(uint64(max(lag, 0)), time.Duration(s.lag.Load()))
 	}
 }

@@ -116,7 +116,8 @@ func (s *Sidecar) SlotCreated() {
 }
 
 // Confirmed implements replication.Observer.
-func (s *Sidecar) Confirmed(lsn, _ pglogrepl.LSN, _ time.Duration) {
+func (s *Sidecar) Confirmed(lsn, _ pglogrepl.LSN, lag time.Duration) {
 	s.lsn.Store(uint64(lsn))
+	s.lag.Store(int64(lag))
 	s.cfg.Metrics.SetConfirmedLSN(uint64(lsn))
 }

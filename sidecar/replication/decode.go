@@ -64,7 +64,7 @@ func (s *session) commit(ctx context.Context, m *pglogrepl.CommitMessage) error 
 		return nil
 	}
 	tx.CommitLSN, tx.EndLSN = m.CommitLSN, m.TransactionEndLSN
-	s.tr.deliver(tx.EndLSN)
+	s.tr.deliver(tx.EndLSN, tx.CommitTime)
 	if len(tx.Changes) == 0 {
 		s.tr.ack(tx.EndLSN)
 		return nil

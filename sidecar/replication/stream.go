@@ -246,7 +246,11 @@ func (s *session) sendStatus(ctx context.Context) error {
 		return fmt.Errorf("send standby status update: %w", err)
 	}
 	if s.cfg.Observer != nil {
-		s.cfg.Observer.Confirmed(pos, s.serverEnd, 0)
+		var lag time.Duration
+		if oldest := s.tr.oldestCommit(); !oldest.IsZero() {
+			lag = max(time.Since(oldest), 0)
+		}
+		s.cfg.Observer.Confirmed(pos, s.serverEnd, lag)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"sync"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 )
@@ -17,8 +18,9 @@ type tracker struct {
 }
 
 type txMark struct {
-	end   pglogrepl.LSN
-	acked bool
+	end    pglogrepl.LSN
+	commit time.Time
+	acked  bool
 }
 
 func newTracker(start pglogrepl.LSN) *tracker {
@@ -26,11 +28,24 @@ func newTracker(start pglogrepl.LSN) *tracker {
 }
 
 // deliver records a transaction handed to the sink.
-func (t *tracker) deliver(end pglogrepl.LSN) {
+func (t *tracker) deliver(end pglogrepl.LSN, commit time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.pending = append(t.pending, txMark{end: end})
+	t.pending = append(t.pending, txMark{end: end, commit: commit})
 	t.delivered = end
+}
+
+// oldestCommit is the commit time of the oldest unacknowledged transaction (zero when none): the
+// replication lag in time is how long ago that was.
+func (t *tracker) oldestCommit() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, m := range t.pending {
+		if !m.acked {
+			return m.commit
+		}
+	}
+	return time.Time{}
 }
 
 // ack marks the transaction ending at end as durable and advances the flushed prefix.

@@ -2,15 +2,16 @@ package replication
 
 import (
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 )
 
 func TestTrackerConfirmsOnlyTheAcknowledgedPrefix(t *testing.T) {
 	tr := newTracker(100)
-	tr.deliver(200)
-	tr.deliver(300)
-	tr.deliver(400)
+	tr.deliver(200, time.Time{})
+	tr.deliver(300, time.Time{})
+	tr.deliver(400, time.Time{})
 	if got := tr.position(1000, false); got != 100 {
 		t.Fatalf("nothing acked: position %v, want 100", got)
 	}
@@ -36,11 +37,29 @@ func TestTrackerConfirmsServerEndOnlyWhenIdle(t *testing.T) {
 	if got := tr.position(500, false); got != 500 {
 		t.Fatalf("idle: position %v, want the server end 500", got)
 	}
-	tr.deliver(600)
+	tr.deliver(600, time.Time{})
 	if got := tr.position(pglogrepl.LSN(900), false); got != 500 {
 		t.Fatalf("outstanding transaction: position %v, want 500", got)
 	}
 	if n := tr.outstanding(); n != 1 {
 		t.Fatalf("outstanding = %d, want 1", n)
+	}
+}
+
+func TestTrackerLagIsTheOldestUnacknowledgedCommit(t *testing.T) {
+	tr := newTracker(100)
+	first, second := time.Unix(1000, 0), time.Unix(2000, 0)
+	tr.deliver(200, first)
+	tr.deliver(300, second)
+	if got := tr.oldestCommit(); !got.Equal(first) {
+		t.Fatalf("oldest commit %v, want %v", got, first)
+	}
+	tr.ack(200)
+	if got := tr.oldestCommit(); !got.Equal(second) {
+		t.Fatalf("after acking the first: %v, want %v", got, second)
+	}
+	tr.ack(300)
+	if got := tr.oldestCommit(); !got.IsZero() {
+		t.Fatalf("nothing outstanding: %v, want zero", got)
 	}
 }
