@@ -152,14 +152,23 @@ func (s *Sidecar) startHTTP(ctx context.Context) (func(), error) {
 	return srv.Stop, nil
 }
 
-func (s *Sidecar) readiness(context.Context) (httpserver.Readiness, error) {
+// readiness: a leader is ready once it streams; a standby once it reaches the control database
+// (it would take over at once).
+func (s *Sidecar) readiness(ctx context.Context) (httpserver.Readiness, error) {
 	want := strconv.Itoa(install.LatestVersion())
 	have := want
 	if !s.schemaOK.Load() {
 		have = "unknown"
 	}
-	return httpserver.Readiness{Leader: s.leading.Load() && s.ready.Load(), StandbyReady: !s.leading.Load(),
-		SchemaVersion: have, WantSchemaVersion: want}, nil
+	r := httpserver.Readiness{Leader: s.leading.Load() && s.ready.Load(), SchemaVersion: have, WantSchemaVersion: want}
+	if !s.leading.Load() {
+		if err := s.pool.Ping(ctx); err != nil {
+			r.Detail = "standby cannot reach the control database: " + err.Error()
+		} else {
+			r.StandbyReady = true
+		}
+	}
+	return r, nil
 }
 
 // campaignLoop waits for leadership, leads until it is lost or ctx ends, and campaigns again.
