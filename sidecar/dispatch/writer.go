@@ -76,7 +76,30 @@ func (w *writer) write(ctx context.Context, batch []*outcome) {
 		written, err = w.exec(ctx, batch)
 	}
 	crashpoint.HitOnce("dispatch.after_outcome_commit")
+	var missed []*outcome
 	for _, o := range batch {
+		if written[o.e.req.ID] {
+			w.done(o, true)
+			continue
+		}
+		missed = append(missed, o)
+	}
+	w.rewriteMissed(ctx, missed)
+}
+
+// rewriteMissed writes once more, at once, the outcomes whose rows were not visible to the
+// batch's snapshot: the batch took long enough for most of them to become visible, and an
+// immediate second statement (a new snapshot) is far cheaper than a timer and the next batch.
+// What still matches nothing goes to retryInvisible.
+func (w *writer) rewriteMissed(ctx context.Context, missed []*outcome) {
+	if len(missed) == 0 {
+		return
+	}
+	written, err := w.exec(ctx, missed)
+	if err != nil {
+		written = nil // the retry path below re-reads each row
+	}
+	for _, o := range missed {
 		if written[o.e.req.ID] {
 			w.done(o, true)
 			continue
