@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,7 +63,8 @@ func Install(t testing.TB, dsn string) {
 		t.Fatalf("connect to install: %v", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := install.Install(ctx, conn, install.Options{}); err != nil {
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := install.Install(ctx, conn, install.Options{Logger: quiet}); err != nil {
 		t.Fatalf("install dataenv: %v", err)
 	}
 }
