@@ -1,25 +1,15 @@
 package forks_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
-	osuser "os/user"
 	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/localpg"
 	"github.com/dataenv/dataenv/sidecar/names"
+	"github.com/dataenv/dataenv/tests/testenv"
 )
 
 // TestForkOverTLS: a cluster whose admin may only connect over TLS (pg_hba rejects it without),
@@ -27,11 +17,9 @@ import (
 // pg_restore succeed: the tools use the cluster's TLS settings.
 func TestForkOverTLS(t *testing.T) {
 	t.Parallel()
-	caPEM, dir := tlsFiles(t)
-	pg, err := localpg.Start(t.Context(), localpg.Config{Name: "forks-tls", Settings: map[string]string{
-		"ssl": "on", "ssl_cert_file": "'" + filepath.Join(dir, "server.crt") + "'",
-		"ssl_key_file": "'" + filepath.Join(dir, "server.key") + "'",
-	}})
+	tlsFiles := testenv.NewTLSFiles(t)
+	caPEM := tlsFiles.CAPEM
+	pg, err := localpg.Start(t.Context(), localpg.Config{Name: "forks-tls", Settings: tlsFiles.ServerSettings()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,55 +80,4 @@ func TestForkOverTLS(t *testing.T) {
 		t.Fatalf("full copy method %q, want dump", m)
 	}
 	f.mustSucceed(f.request(a.conn, `SELECT dataenv.drop_fork($1)`, fork))
-}
-
-// tlsFiles makes a CA and a server certificate for 127.0.0.1 in a directory the server's OS user
-// can read, and returns the CA certificate (PEM) and the directory.
-func tlsFiles(t *testing.T) (string, string) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "forks test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	dir, err := os.MkdirTemp("", "dataenv-forks-tls-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	_ = os.Chmod(dir, 0o755)
-	crt, k := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
-	if err := os.WriteFile(crt, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(k, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() == 0 { // localpg runs the server as an unprivileged OS user
-		owner := os.Getenv("DATAENV_PG_USER")
-		if owner == "" {
-			owner = "postgres"
-		}
-		if u, err := osuser.Lookup(owner); err == nil {
-			uid, _ := strconv.Atoi(u.Uid)
-			gid, _ := strconv.Atoi(u.Gid)
-			_ = os.Chown(crt, uid, gid)
-			_ = os.Chown(k, uid, gid)
-		}
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})), dir
 }

@@ -1,0 +1,106 @@
+package testenv
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TLSFiles are a private CA and a server certificate for 127.0.0.1/localhost signed by it, in a
+// directory the Postgres server's OS user can read (removed at test cleanup).
+type TLSFiles struct {
+	CAPEM string // the CA certificate, for root_certificate_pem / sslrootcert
+	Dir   string // holds server.crt and server.key
+}
+
+// ServerSettings are the postgresql.conf settings that serve the certificate (localpg.Config).
+func (f TLSFiles) ServerSettings() map[string]string {
+	return map[string]string{
+		"ssl":           "on",
+		"ssl_cert_file": "'" + filepath.Join(f.Dir, "server.crt") + "'",
+		"ssl_key_file":  "'" + filepath.Join(f.Dir, "server.key") + "'",
+	}
+}
+
+// NewTLSFiles makes a CA and a server certificate for 127.0.0.1 and localhost.
+func NewTLSFiles(t testing.TB) TLSFiles {
+	t.Helper()
+	caPEM, ca, caKey := newCA(t)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	dir, err := os.MkdirTemp("", "dataenv-tls-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	_ = os.Chmod(dir, 0o755)
+	crt, k := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	if err := os.WriteFile(crt, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(k, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	chownToServerUser(crt, k)
+	return TLSFiles{CAPEM: caPEM, Dir: dir}
+}
+
+// NewCAPEM makes an unrelated CA (a certificate a server's chain does not lead to).
+func NewCAPEM(t testing.TB) string {
+	t.Helper()
+	caPEM, _, _ := newCA(t)
+	return caPEM
+}
+
+func newCA(t testing.TB) (string, *x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "dataenv test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), cert, key
+}
+
+// chownToServerUser hands files to the OS user localpg runs the server as when we are root.
+func chownToServerUser(paths ...string) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	name := os.Getenv("DATAENV_PG_USER")
+	if name == "" {
+		name = "postgres"
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	for _, p := range paths {
+		_ = os.Chown(p, uid, gid)
+	}
+}
