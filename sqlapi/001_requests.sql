@@ -241,10 +241,10 @@ BEGIN
                 USING ERRCODE = '25000',
                       HINT = 'COMMIT first: the sidecar only sees committed requests, so waiting here would never end.';
         END IF;
-        remaining_ms := floor(extract(epoch FROM deadline - clock_timestamp()) * 1000);
-        IF remaining_ms <= 0 THEN
+        IF clock_timestamp() >= deadline THEN
             RETURN r;
         END IF;
+        remaining_ms := ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000);
         IF pg_try_advisory_lock_shared(gate_class, gate_key) THEN
             -- Nobody holds the gate: the sidecar has not seen the request yet.
             PERFORM pg_advisory_unlock_shared(gate_class, gate_key);
