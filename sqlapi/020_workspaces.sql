@@ -37,20 +37,31 @@ $$;
 COMMENT ON FUNCTION dataenv.check_workspace_id(text, text) IS
     'Raises unless id is an acceptable workspace id: at most 63 bytes of [a-z0-9_.-] segments separated by "/", each starting with a letter or digit.';
 
-CREATE OR REPLACE FUNCTION dataenv.check_datatable_name(fn text, name text) RETURNS void
+-- The rule for names users choose (datatables here, lakes, storages and lake tables in
+-- 040_lakes.sql): one function, so the rule and its message are the same everywhere.
+CREATE OR REPLACE FUNCTION dataenv.check_simple_name(fn text, what text, value text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF name IS NULL OR name = '' THEN
-        RAISE EXCEPTION '%: datatable name is required', fn USING ERRCODE = '22023';
+    IF value IS NULL OR value = '' THEN
+        RAISE EXCEPTION '%: % name is required', fn, what USING ERRCODE = '22023';
     END IF;
-    IF octet_length(name) > 63 OR name !~ '^[a-z][a-z0-9_]*$' THEN
-        RAISE EXCEPTION '%: datatable name % is not allowed', fn, to_json(left(name, 80))::text
+    IF octet_length(value) > 63 OR value !~ '^[a-z][a-z0-9_]*$' THEN
+        RAISE EXCEPTION '%: % name % is not allowed', fn, what, to_json(left(value, 80))::text
             USING ERRCODE = '22023',
-                  DETAIL = 'Datatable names are 1 to 63 lowercase ASCII letters, digits and underscores, starting with a letter.';
+                  DETAIL = 'Names are 1 to 63 lowercase ASCII letters, digits and underscores, starting with a letter.';
     END IF;
 END
+$$;
+COMMENT ON FUNCTION dataenv.check_simple_name(text, text, text) IS
+    'Raises unless value is an acceptable user-chosen name: 1-63 bytes of [a-z0-9_] starting with a letter.';
+
+CREATE OR REPLACE FUNCTION dataenv.check_datatable_name(fn text, name text) RETURNS void
+LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT dataenv.check_simple_name(fn, 'datatable', name)
 $$;
 COMMENT ON FUNCTION dataenv.check_datatable_name(text, text) IS
     'Raises unless name is an acceptable datatable name: 1-63 bytes of [a-z0-9_] starting with a letter.';

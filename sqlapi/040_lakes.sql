@@ -13,19 +13,10 @@
 -- Lake and storage names follow the user-chosen name rule of dataenv.check_name (lowercase
 -- ASCII letters, digits and underscores, starting with a letter, at most 63 bytes).
 CREATE OR REPLACE FUNCTION dataenv.check_lake_name(what text, value text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
+LANGUAGE sql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-BEGIN
-    IF value IS NULL OR value = '' THEN
-        RAISE EXCEPTION 'dataenv: % name is required', what USING ERRCODE = '22023';
-    END IF;
-    IF octet_length(value) > 63 OR value !~ '^[a-z][a-z0-9_]*$' THEN
-        RAISE EXCEPTION 'dataenv: % name % is not allowed', what, to_json(left(value, 80))::text
-            USING ERRCODE = '22023',
-                  DETAIL = 'Names are 1 to 63 lowercase ASCII letters, digits and underscores, starting with a letter.';
-    END IF;
-END
+    SELECT dataenv.check_simple_name('dataenv', what, value)
 $$;
 COMMENT ON FUNCTION dataenv.check_lake_name(text, text) IS
     'Raises unless value is an acceptable lake, storage or lake table name: 1-63 bytes of [a-z0-9_] starting with a letter.';
