@@ -33,7 +33,8 @@ AS $$
         WHEN 'gate'      THEN 1685021538  -- one per in-flight request, held by the sidecar
         WHEN 'leader'    THEN 1685021539  -- the sidecar leader election
         WHEN 'install'   THEN 1685021540  -- serializes install/uninstall
+        WHEN 'workspace' THEN 1685021550  -- one per workspace id, held by create_fork/drop_fork
     END
 $$;
 COMMENT ON FUNCTION dataenv.lock_class(text) IS
-    'Advisory lock class id (first key) that dataenv uses for a purpose: lifecycle, gate, leader or install.';
+    'Advisory lock class id (first key) that dataenv uses for a purpose: lifecycle, gate, leader, install or workspace.';

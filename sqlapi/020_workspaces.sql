@@ -116,13 +116,13 @@ COMMENT ON FUNCTION dataenv.fork_copy_leftovers(text) IS
     'Internal: how many fork copies are still registered for a workspace id (leftovers of a dropped fork included).';
 
 -- The advisory lock class of a workspace id (second key: hashtext(id)): the sidecar holds it for
--- the whole of a create_fork or drop_fork, so two requests for one fork id never interleave. It
--- is not one of dataenv.lock_class's purposes, so a workspace id can never share a key with a
+-- the whole of a create_fork or drop_fork, so two requests for one fork id never interleave. A
+-- purpose of its own in dataenv.lock_class, so a workspace id never shares a key with a
 -- cluster's lifecycle lock.
 CREATE OR REPLACE FUNCTION dataenv.workspace_lock_class() RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT 1685021550 $$;
+AS $$ SELECT dataenv.lock_class('workspace') $$;
 COMMENT ON FUNCTION dataenv.workspace_lock_class() IS
     'Advisory lock class id (first key) of the per-workspace-id lock the sidecar holds during create_fork and drop_fork.';
 

@@ -136,15 +136,22 @@ func quoteLiteral(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
+// Advisory lock classes of dataenv.lock_class (sqlapi/000_roles.sql), needed here before the
+// schema exists (install) or after it is gone (uninstall).
+const (
+	leaderLockClass  = 1685021539
+	installLockClass = 1685021540
+)
+
 // withInstallLock runs fn holding the session-level install lock of this database.
 func withInstallLock(ctx context.Context, conn *pgx.Conn, fn func() error) (err error) {
-	const lock = `SELECT pg_advisory_lock(1685021540, hashtext(current_database()))`
-	const unlock = `SELECT pg_advisory_unlock(1685021540, hashtext(current_database()))`
-	if _, err := conn.Exec(ctx, lock); err != nil {
+	const lock = `SELECT pg_advisory_lock($1, hashtext(current_database()))`
+	const unlock = `SELECT pg_advisory_unlock($1, hashtext(current_database()))`
+	if _, err := conn.Exec(ctx, lock, installLockClass); err != nil {
 		return fmt.Errorf("take install lock: %w", err)
 	}
 	defer func() {
-		if _, uerr := conn.Exec(context.WithoutCancel(ctx), unlock); uerr != nil && err == nil {
+		if _, uerr := conn.Exec(context.WithoutCancel(ctx), unlock, installLockClass); uerr != nil && err == nil {
 			err = fmt.Errorf("release install lock: %w", uerr)
 		}
 	}()

@@ -15,7 +15,7 @@ SELECT pg_terminate_backend(pid) FROM (
     SELECT active_pid AS pid FROM pg_catalog.pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL
     UNION
     SELECT pid FROM pg_catalog.pg_locks
-     WHERE locktype = 'advisory' AND classid = 1685021539 AND objid::integer = hashtext(current_database())
+     WHERE locktype = 'advisory' AND classid = $2 AND objid::integer = hashtext(current_database())
        AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
        AND granted
 ) s WHERE pid <> pg_backend_pid()`
@@ -49,7 +49,7 @@ func dropSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
 	absent := 0
 	var lastErr error
 	for range 100 {
-		if _, err := conn.Exec(ctx, endSidecarSQL, slot); err != nil {
+		if _, err := conn.Exec(ctx, endSidecarSQL, slot, leaderLockClass); err != nil {
 			return fmt.Errorf("end the sidecar's sessions: %w", err)
 		}
 		var dropped int
