@@ -51,11 +51,13 @@ func (c *Client) argv(mode Isolation, w *workDir, mounts []Mount, runnerArgs []s
 			cmd = bwrapArgs(path, c.cfg, w, mounts, runnerArgs)
 		}
 	default: // plain, and unshare: its namespaces come from sysProcAttr
-
 		cmd = append([]string{c.cfg.RunnerPath}, runnerArgs...)
 	}
-	// choom sets oom_score_adj and execs: the runner and whatever wraps it start with it.
-	if p, err := exec.LookPath("choom"); err == nil {
+	// choom sets oom_score_adj and execs: the runner and whatever wraps it start with it. Not
+	// in a PID namespace of our making: choom writes /proc/<its getpid()>, which there is 1,
+	// and the /proc it sees is ours, so it would change our init's score instead; spawn sets
+	// that runner's score from outside (setOOMScore).
+	if p, err := exec.LookPath("choom"); err == nil && mode != IsolationUnshare {
 		cmd = append([]string{p, "-n", strconv.Itoa(c.cfg.OOMScoreAdj), "--"}, cmd...)
 	}
 	if c.cfg.Cgroup != "" {

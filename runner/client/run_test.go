@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,12 +72,22 @@ func TestResultIsBounded(t *testing.T) {
 }
 
 // Every process of the runner's group (wrappers included) has only PATH, HOME, TZ and the
-// proxy variables of the sidecar's environment, and the raised oom_score_adj.
+// proxy variables of the sidecar's environment, and exactly the configured oom_score_adj, even
+// when it inherits a higher one; and nothing outside the group has its score changed (choom in
+// a PID namespace once wrote to /proc/1, the machine's init).
 func TestEnvironmentClearedAndOOMScoreRaised(t *testing.T) {
 	t.Setenv("DATAENV_TEST_SECRET", "do-not-leak")
 	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+	inheritOOMScore(t, 900)
+	initScore := readOOMScore(t, 1)
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
+			defer func() {
+				if got := readOOMScore(t, 1); got != initScore {
+					writeOOMScore(1, initScore)
+					t.Errorf("pid 1's oom_score_adj changed from %s to %s", initScore, got)
+				}
+			}()
 			c, root := newClient(t, client.Config{Isolation: mode, OOMScoreAdj: 777})
 			job := started(t, c, root, client.Job{Blocks: []string{longQuery}})
 			defer job.stop()
@@ -122,4 +133,31 @@ func TestRunnerPathFromEnvironment(t *testing.T) {
 	if _, statErr := os.Stat(p); err == nil && statErr != nil {
 		t.Fatal("RunnerPath found a runner next to the test binary that does not exist")
 	}
+}
+
+// inheritOOMScore gives this process (and so every runner it starts) oom_score_adj adj until
+// the test ends. Lowering it back needs root; elsewhere the test keeps what it has.
+func inheritOOMScore(t *testing.T, adj int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	own := readOOMScore(t, os.Getpid())
+	if err := writeOOMScore(os.Getpid(), strconv.Itoa(adj)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { writeOOMScore(os.Getpid(), own) })
+}
+
+func readOOMScore(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func writeOOMScore(pid int, adj string) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(adj), 0)
 }

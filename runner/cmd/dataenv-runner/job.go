@@ -127,16 +127,19 @@ func writeResponse(path string, resp *protocol.Response) error {
 }
 
 // raiseOOMScore makes the kernel pick this process first when memory runs out. The client
-// sets it before exec where it can (choom); this covers the rest.
+// sets it before exec where it can (choom); this covers the rest. The score is set exactly as
+// asked; only when asked to lower an inherited higher score without the privilege to do so
+// does the higher one stay, silently: the runner is then still picked first.
 func raiseOOMScore(adj int, stderr io.Writer) {
 	const path = "/proc/self/oom_score_adj"
-	if cur, err := os.ReadFile(path); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(cur))); err == nil && n >= adj {
+	err := os.WriteFile(path, []byte(strconv.Itoa(adj)), 0)
+	if err == nil {
+		return
+	}
+	if cur, rerr := os.ReadFile(path); rerr == nil {
+		if n, perr := strconv.Atoi(strings.TrimSpace(string(cur))); perr == nil && n >= adj {
 			return
 		}
 	}
-	err := os.WriteFile(path, []byte(strconv.Itoa(adj)), 0)
-	if err != nil {
-		fmt.Fprintf(stderr, "dataenv-runner: raise oom_score_adj: %v\n", err)
-	}
+	fmt.Fprintf(stderr, "dataenv-runner: raise oom_score_adj: %v\n", err)
 }
