@@ -15,7 +15,7 @@ func init() { RegisterWorker("skiplocked", runSkipLockedWorker) }
 
 // skipLockedSchema is a table of the same shape as dataenv.requests (columns, defaults,
 // unfinished index), an insert trigger that wakes workers and an outcome trigger that notifies
-// the request id exactly like dataenv's.
+// the request ids exactly like dataenv's (once per statement, over its transition tables).
 const skipLockedSchema = `
 CREATE TABLE requests (
     id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -47,13 +47,14 @@ CREATE TRIGGER requests_notify_new AFTER INSERT ON requests
 
 CREATE FUNCTION requests_notify_finished() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('bench_request_finished', NEW.id::text);
+    PERFORM pg_notify('bench_request_finished', n.id::text)
+       FROM requests_new n JOIN requests_old o ON o.id = n.id
+      WHERE n.status IN ('succeeded', 'failed', 'cancelled') AND o.status IS DISTINCT FROM n.status;
     RETURN NULL;
 END $$;
-CREATE TRIGGER requests_notify_finished AFTER UPDATE OF status ON requests
-    FOR EACH ROW
-    WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.status IN ('succeeded', 'failed', 'cancelled'))
-    EXECUTE FUNCTION requests_notify_finished();`
+CREATE TRIGGER requests_notify_finished AFTER UPDATE ON requests
+    REFERENCING OLD TABLE AS requests_old NEW TABLE AS requests_new
+    FOR EACH STATEMENT EXECUTE FUNCTION requests_notify_finished();`
 
 // claimSQL takes up to $1 pending requests, oldest first, skipping rows other workers hold.
 const claimSQL = `

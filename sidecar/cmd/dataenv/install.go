@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,7 +33,7 @@ func runInstall(ctx context.Context, args []string, stdout io.Writer) error {
 	case len(rep.Applied) == 0:
 		fmt.Fprintf(stdout, "dataenv is up to date (schema version %d); SQL API re-applied\n", rep.ToVersion)
 	default:
-		fmt.Fprintf(stdout, "dataenv upgraded from schema version %d to %d (%d migrations)\n", rep.FromVersion, rep.ToVersion, len(rep.Applied))
+		fmt.Fprintf(stdout, "dataenv upgraded to schema version %d (applied %s); SQL API re-applied\n", rep.ToVersion, strings.Join(rep.Applied, ", "))
 	}
 	return nil
 }
