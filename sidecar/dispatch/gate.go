@@ -117,10 +117,10 @@ func (g *gate) session(ctx context.Context) error {
 // flush releases finished gates first, then takes new ones, one round trip each.
 func (g *gate) flush(ctx context.Context, conn *pgx.Conn) error {
 	g.mu.Lock()
-	var free, lock []string
+	var free, lock []uuid.UUID
 	for id := range g.toFree {
 		if g.held[id] {
-			free = append(free, id.String())
+			free = append(free, id)
 		}
 	}
 	clear(g.toFree)
@@ -132,7 +132,7 @@ func (g *gate) flush(ctx context.Context, conn *pgx.Conn) error {
 			}
 			continue
 		}
-		lock = append(lock, id.String())
+		lock = append(lock, id)
 		delete(g.toLock, id)
 	}
 	if next > 0 {
@@ -145,7 +145,7 @@ func (g *gate) flush(ctx context.Context, conn *pgx.Conn) error {
 		}
 		g.mu.Lock()
 		for _, id := range free {
-			delete(g.held, uuid.MustParse(id))
+			delete(g.held, id)
 		}
 		g.mu.Unlock()
 	}
@@ -156,13 +156,13 @@ func (g *gate) flush(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	got, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	if err != nil {
 		return err
 	}
 	g.mu.Lock()
 	for _, id := range got {
-		g.held[uuid.MustParse(id)] = true
+		g.held[id] = true
 	}
 	again := len(g.toFree) > 0
 	g.mu.Unlock()

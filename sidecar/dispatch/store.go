@@ -43,6 +43,6 @@ SELECT id, kind, args, status, attempts, requested_by, cancel_requested, created
  ORDER BY created_at, id`
 
 // gateLockSQL and gateUnlockSQL take and release the per-request gates that dataenv.wait() queues
-// on (see sqlapi/001_requests.sql).
-const gateLockSQL = `SELECT x FROM unnest($1::text[]) AS x WHERE pg_try_advisory_lock(dataenv.lock_class('gate'), hashtext(x))`
-const gateUnlockSQL = `SELECT count(pg_advisory_unlock(dataenv.lock_class('gate'), hashtext(x))) FROM unnest($1::text[]) AS x`
+// on (see sqlapi/001_requests.sql). The key is hashtext of the id's text, as wait() computes it.
+const gateLockSQL = `SELECT x FROM unnest($1::uuid[]) AS x WHERE pg_try_advisory_lock(dataenv.lock_class('gate'), hashtext(x::text))`
+const gateUnlockSQL = `SELECT count(pg_advisory_unlock(dataenv.lock_class('gate'), hashtext(x::text))) FROM unnest($1::uuid[]) AS x`

@@ -157,8 +157,10 @@ func TestSigtermDrainsRunningRequests(t *testing.T) {
 	dsn, conn := controlDB(t)
 	sc := sidecartest.Start(t, sidecartest.Options{DSN: dsn})
 	id := newRequest(t, conn, "ping", `{"sleep_ms": 1500}`)
+	// The gate's key must be the one dataenv.wait() queues on: hashtext of the id's text.
 	eventually(t, 20*time.Second, "the gate of the sleeping ping", func() bool {
-		return queryInt(t, conn, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = dataenv.lock_class('gate')::oid AND granted`) > 0
+		return queryInt(t, conn, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+			AND classid = dataenv.lock_class('gate')::oid AND objid = hashtext($1::text)::oid AND objsubid = 2`, id) == 1
 	})
 	if err := sc.Stop(30 * time.Second); err != nil {
 		t.Fatalf("sidecar did not exit cleanly on SIGTERM: %v", err)
