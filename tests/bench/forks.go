@@ -11,12 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dataenv/dataenv/sidecar/cluster"
-	"github.com/dataenv/dataenv/sidecar/install"
 	"github.com/dataenv/dataenv/sidecar/request"
 	"github.com/dataenv/dataenv/sidecar/workspace"
 )
@@ -88,12 +86,11 @@ func ForkBench(ctx context.Context, env *Env, sizes []int, reps int) ([]ForkRow,
 }
 
 type forkBench struct {
-	env   *Env
-	super string // superuser name
-	dsn   func(db string) string
-	pool  *pgxpool.Pool
-	svc   *workspace.Service
-	reg   *request.Registry
+	inProcess
+	env  *Env
+	dsn  func(db string) string
+	pool *pgxpool.Pool
+	svc  *workspace.Service
 	// libpqEnv reaches the cluster as the superuser for the plain pg_dump | psql
 	libpqEnv []string
 }
@@ -103,23 +100,11 @@ func newForkBench(ctx context.Context, env *Env) (*forkBench, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := env.CreateDatabase(ctx, "bench_forks_control")
+	ctrl, pool, err := installedControl(ctx, env, "bench_forks_control")
 	if err != nil {
 		return nil, err
 	}
-	conn, err := pgx.Connect(ctx, ctrl)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close(ctx)
-	if _, err := install.Install(ctx, conn, install.Options{Logger: quietLogger("install")}); err != nil {
-		return nil, err
-	}
-	pool, err := pgxpool.New(ctx, ctrl)
-	if err != nil {
-		return nil, err
-	}
-	fb := &forkBench{env: env, super: pg.SuperUser, dsn: pg.DSN, pool: pool,
+	fb := &forkBench{inProcess: inProcess{super: pg.SuperUser}, env: env, dsn: pg.DSN, pool: pool,
 		libpqEnv: append(os.Environ(), "PGHOST="+pg.Host(), fmt.Sprintf("PGPORT=%d", pg.Port()), "PGUSER="+pg.SuperUser,
 			"PGPASSWORD="+pg.SuperPassword, "PGSSLMODE=disable")}
 	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: ctrl, Logger: quietLogger("cluster")})
@@ -140,25 +125,6 @@ func newForkBench(ctx context.Context, env *Env) (*forkBench, error) {
 }
 
 func (fb *forkBench) close() { fb.pool.Close() }
-
-type discardSteps struct{}
-
-func (discardSteps) Step(context.Context, request.Step) {}
-
-// handle runs a request's handler in-process, as the dispatcher does, as the superuser.
-func (fb *forkBench) handle(ctx context.Context, kind string, args map[string]any) (json.RawMessage, error) {
-	h, ok := fb.reg.Lookup(kind)
-	if !ok {
-		return nil, fmt.Errorf("no handler for %s", kind)
-	}
-	raw, _ := json.Marshal(args)
-	res, err := h.Handle(ctx, &request.Request{ID: uuid.New(), Kind: kind, Args: raw, Status: request.Running,
-		Attempts: 1, RequestedBy: fb.super}, discardSteps{})
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(res)
-}
 
 // measure builds a parent with n tables and times each operation reps times.
 func (fb *forkBench) measure(ctx context.Context, n, reps int, warmup bool) (ForkRow, error) {

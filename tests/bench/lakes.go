@@ -3,22 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/minio/minio-go/v7"
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/runner/runnertest"
 	"github.com/dataenv/dataenv/sidecar/cluster"
-	"github.com/dataenv/dataenv/sidecar/install"
 	"github.com/dataenv/dataenv/sidecar/job"
 	"github.com/dataenv/dataenv/sidecar/lake"
 	"github.com/dataenv/dataenv/sidecar/request"
@@ -81,12 +77,11 @@ type LakeResults struct {
 // lakeBench holds the in-process handlers (create_fork, drop_fork, run, materialize) on a
 // control database of the bench cluster, and the runner.
 type lakeBench struct {
+	inProcess
 	env     *Env
-	super   string
 	dsn     func(db string) string
 	control string
 	pool    *pgxpool.Pool
-	reg     *request.Registry
 	hooks   *lake.Hooks
 	runner  *client.Client
 	dir     string
@@ -98,22 +93,12 @@ func newLakeBench(ctx context.Context, env *Env) (*lakeBench, error) {
 	if err != nil {
 		return nil, err
 	}
-	lb := &lakeBench{env: env, super: pg.SuperUser, dsn: pg.DSN, control: "bench_lakes_control"}
-	ctrl, err := env.CreateDatabase(ctx, lb.control)
+	lb := &lakeBench{inProcess: inProcess{super: pg.SuperUser}, env: env, dsn: pg.DSN, control: "bench_lakes_control"}
+	ctrl, pool, err := installedControl(ctx, env, lb.control)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := pgx.Connect(ctx, ctrl)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close(ctx)
-	if _, err := install.Install(ctx, conn, install.Options{Logger: quietLogger("install")}); err != nil {
-		return nil, err
-	}
-	if lb.pool, err = pgxpool.New(ctx, ctrl); err != nil {
-		return nil, err
-	}
+	lb.pool = pool
 	lb.cleanup = append(lb.cleanup, lb.pool.Close)
 	if lb.dir, err = os.MkdirTemp("", "dataenv-bench-lakes-"); err != nil {
 		return nil, err
@@ -163,21 +148,6 @@ func (lb *lakeBench) close() {
 	for i := len(lb.cleanup) - 1; i >= 0; i-- {
 		lb.cleanup[i]()
 	}
-}
-
-// handle runs a request's handler in-process, as the dispatcher does, as the superuser.
-func (lb *lakeBench) handle(ctx context.Context, kind string, args map[string]any) (json.RawMessage, error) {
-	h, ok := lb.reg.Lookup(kind)
-	if !ok {
-		return nil, fmt.Errorf("no handler for %s", kind)
-	}
-	raw, _ := json.Marshal(args)
-	res, err := h.Handle(ctx, &request.Request{ID: uuid.New(), Kind: kind, Args: raw, Status: request.Running,
-		Attempts: 1, RequestedBy: lb.super}, discardSteps{})
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(res)
 }
 
 // timed runs a handler and returns how long it took.

@@ -45,7 +45,7 @@ func (c pipelineConfig) forEnv(env *Env) pipelineConfig {
 // pipelineTargets are the systems, dataenv first. BENCH_PIPELINE_TARGETS=dataenv,skiplocked,...
 // picks some (development only: the section then lacks baselines).
 func pipelineTargets() []target {
-	all := map[string]target{"dataenv": &dataenvTarget{}, "skiplocked": &skipLockedTarget{},
+	all := map[string]target{"dataenv": newDataenvTarget(), "skiplocked": newSkipLockedTarget(),
 		"river-tuned": &riverTarget{worker: "river-tuned"}, "river-default": &riverTarget{worker: "river-default"}}
 	names := []string{"dataenv", "skiplocked", "river-tuned", "river-default"}
 	if v := os.Getenv("BENCH_PIPELINE_TARGETS"); v != "" {

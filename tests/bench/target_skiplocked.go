@@ -168,62 +168,16 @@ func skipLockedBatchOnce(ctx context.Context, conn *pgx.Conn) (int, error) {
 	return len(ids), tx.Commit(ctx)
 }
 
-// skipLockedTarget: INSERT ... RETURNING id in autocommit; completion = NOTIFY from the outcome
-// trigger, received on a LISTEN connection, as for dataenv.
-type skipLockedTarget struct {
-	dsn    string
-	worker *Worker
-	conns  []*pgx.Conn
-}
-
-func (t *skipLockedTarget) Name() string   { return "LISTEN/NOTIFY + SKIP LOCKED" }
-func (t *skipLockedTarget) DB() string     { return "bench_skiplocked" }
-func (t *skipLockedTarget) WorkerPid() int { return t.worker.Pid() }
-
-func (t *skipLockedTarget) Prepare(ctx context.Context, env *Env) error {
-	dsn, err := env.CreateDatabase(ctx, t.DB())
-	if err != nil {
-		return err
-	}
-	t.dsn = dsn
-	conn, err := connect(ctx, dsn, appMonitor)
-	if err != nil {
-		return err
-	}
-	_, err = conn.Exec(ctx, skipLockedSchema)
-	conn.Close(ctx)
-	if err != nil {
-		return fmt.Errorf("create the SKIP LOCKED baseline's table: %w", err)
-	}
-	return nil
-}
-
-func (t *skipLockedTarget) Start(ctx context.Context, env *Env, done func(string, time.Time)) error {
-	if err := listen(ctx, t.dsn, "bench_request_finished", done); err != nil {
-		return err
-	}
-	var err error
-	t.worker, err = env.StartWorker(ctx, "skiplocked", withApp(t.dsn, appWorker), nil)
-	return err
-}
-
-func (t *skipLockedTarget) Submitters(ctx context.Context, n int) ([]submitFunc, error) {
-	subs, conns, err := connSubmitters(ctx, t.dsn, `INSERT INTO requests (kind) VALUES ('ping') RETURNING id::text`, n)
-	t.conns = append(t.conns, conns...)
-	return subs, err
-}
-
-func (t *skipLockedTarget) FinishedAt(ctx context.Context, keys []string) (map[string]time.Time, error) {
-	return finishedAt(ctx, t.dsn, "requests", keys)
-}
-
-func (t *skipLockedTarget) Stop() {
-	closeAll(t.conns)
-	t.conns = nil
-	if t.worker != nil {
-		if err := t.worker.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop skiplocked worker: %v\n", err)
-		}
-		t.worker = nil
-	}
+// newSkipLockedTarget: INSERT ... RETURNING id in autocommit; completion = NOTIFY from the
+// outcome trigger, as for dataenv.
+func newSkipLockedTarget() *notifyTarget {
+	return &notifyTarget{name: "LISTEN/NOTIFY + SKIP LOCKED", db: "bench_skiplocked", worker: "skiplocked",
+		channel: "bench_request_finished", submitSQL: `INSERT INTO requests (kind) VALUES ('ping') RETURNING id::text`,
+		table: "requests",
+		setup: func(ctx context.Context, conn *pgx.Conn) error {
+			if _, err := conn.Exec(ctx, skipLockedSchema); err != nil {
+				return fmt.Errorf("create the SKIP LOCKED baseline's table: %w", err)
+			}
+			return nil
+		}}
 }
