@@ -8,7 +8,6 @@ import (
 
 	"github.com/dataenv/dataenv/runner/bench"
 	"github.com/dataenv/dataenv/runner/client"
-	"github.com/dataenv/dataenv/runner/runnertest"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
@@ -19,12 +18,9 @@ var (
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(ctx context.Context) (err error) {
-		path, remove, err := runnertest.Build(ctx)
-		if err != nil {
+		if runnerPath, err = testenv.BuildRunner(ctx); err != nil {
 			return err
 		}
-		testenv.RegisterCleanup("dataenv-runner build", func(context.Context) error { remove(); return nil })
-		runnerPath = path
 		pg, err = testenv.StartPostgres(ctx, testenv.PGOptions{Name: "runner-bench"})
 		return err
 	})

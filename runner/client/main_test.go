@@ -7,7 +7,6 @@ import (
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/runner/protocol"
-	"github.com/dataenv/dataenv/runner/runnertest"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
@@ -19,12 +18,10 @@ var (
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(ctx context.Context) error {
-		path, remove, err := runnertest.Build(ctx)
-		if err != nil {
+		var err error
+		if runnerPath, err = testenv.BuildRunner(ctx); err != nil {
 			return err
 		}
-		testenv.RegisterCleanup("dataenv-runner build", func(context.Context) error { remove(); return nil })
-		runnerPath = path
 		if pg, err = testenv.StartPostgres(ctx, testenv.PGOptions{Name: "runner-client"}); err != nil {
 			return err
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/dataenv/dataenv/runner/engine"
 	"github.com/dataenv/dataenv/runner/extension"
 	"github.com/dataenv/dataenv/runner/protocol"
-	"github.com/dataenv/dataenv/runner/runnertest"
 	"github.com/dataenv/dataenv/sidecar/sidecartest"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
@@ -37,12 +36,9 @@ func TestMain(m *testing.M) {
 		if s3, err = testenv.StartS3(ctx); err != nil {
 			return err
 		}
-		path, remove, err := runnertest.Build(ctx)
-		if err != nil {
+		if runnerPath, err = testenv.BuildRunner(ctx); err != nil {
 			return err
 		}
-		testenv.RegisterCleanup("runner binary", func(context.Context) error { remove(); return nil })
-		runnerPath = path
 		_, err = sidecartest.Binary()
 		return err
 	})

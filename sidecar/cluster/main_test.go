@@ -94,7 +94,7 @@ func newFixture(t *testing.T) *fixture {
 	// Cleanups run last-registered first: prefixed objects, then the admin, then managed roles.
 	f.prefix = "x" + strings.TrimPrefix(randomPrefix(t), "p")
 	f.appRole, f.replRole = "dataenv_"+f.prefix+"app", "dataenv_"+f.prefix+"repl"
-	t.Cleanup(func() { dropManagedRoles(t, external, f.appRole, f.replRole) })
+	external.DropRolesAtCleanup(t, f.appRole, f.replRole)
 	f.adminUser, f.adminPW = external.CreateManagedAdmin(t)
 	f.prefix = external.NamePrefix(t)
 	f.name = f.prefix + "ext"
@@ -107,32 +107,6 @@ func newFixture(t *testing.T) *fixture {
 // randomPrefix is a fresh lowercase prefix for role names that NamePrefix does not clean.
 func randomPrefix(t *testing.T) string {
 	return strings.ReplaceAll(uuid.NewString()[:8], "-", "") + "_"
-}
-
-// dropManagedRoles drops roles setup created on pg (and the databases they own).
-func dropManagedRoles(t *testing.T, pg *testenv.Postgres, roles ...string) {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.DSN("postgres"))
-	if err != nil {
-		t.Errorf("cleanup: %v", err)
-		return
-	}
-	defer conn.Close(ctx)
-	rows, _ := conn.Query(ctx, `SELECT datname FROM pg_database WHERE pg_get_userbyid(datdba) = ANY($1)`, roles)
-	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Errorf("cleanup: %v", err)
-	}
-	for _, db := range dbs {
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("cleanup: drop database %s: %v", db, err)
-		}
-	}
-	for _, r := range roles {
-		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{r}.Sanitize()); err != nil {
-			t.Errorf("cleanup: drop role %s: %v", r, err)
-		}
-	}
 }
 
 func (f *fixture) exec(sql string, args ...any) {

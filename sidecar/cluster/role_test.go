@@ -38,7 +38,7 @@ func TestDatatableRoles(t *testing.T) {
 	// The same name on the other cluster (the instance cluster).
 	cprefix := control.NamePrefix(t)
 	app, repl := "dataenv_"+cprefix+"app", "dataenv_"+cprefix+"repl"
-	t.Cleanup(func() { dropManagedRoles(t, control, role, app, repl) })
+	control.DropRolesAtCleanup(t, role, app, repl)
 	f.exec(`SELECT dataenv.update_cluster('instance', app_role => $1, replication_role => $2)`, app, repl)
 	f.mustRun(cluster.KindSetupCluster, map[string]any{"cluster": "instance"})
 	f.mustRun(cluster.KindCreateDatatableRole, map[string]any{"cluster": "instance", "role": role})

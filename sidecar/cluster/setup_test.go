@@ -78,7 +78,7 @@ func TestSetupOfTheInstanceCluster(t *testing.T) {
 	f := newFixture(t)
 	prefix := control.NamePrefix(t)
 	app, repl := "dataenv_"+prefix+"app", "dataenv_"+prefix+"repl"
-	t.Cleanup(func() { dropManagedRoles(t, control, app, repl) })
+	control.DropRolesAtCleanup(t, app, repl)
 	f.exec(`SELECT dataenv.update_cluster('instance', app_role => $1, replication_role => $2)`, app, repl)
 	if kind := queryString(t, f.sql, `SELECT kind FROM dataenv.cluster_info WHERE name = 'instance'`); kind != "instance" {
 		t.Fatalf("instance cluster kind %q", kind)

@@ -41,7 +41,7 @@ func newFixture(t *testing.T, sidecarEnv ...string) *fixture {
 	rnd := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	f.appRole = "dataenv_x" + rnd + "_app"
 	replRole := "dataenv_x" + rnd + "_repl"
-	t.Cleanup(func() { dropManagedRoles(t, f.appRole, replRole) })
+	external.DropRolesAtCleanup(t, f.appRole, replRole)
 	adminUser, adminPW := external.CreateManagedAdmin(t)
 	f.prefix = external.NamePrefix(t)
 	f.name = f.prefix + "ext"
@@ -62,33 +62,6 @@ func (f *fixture) dropSlot() {
 	}
 	defer conn.Close(ctx)
 	sidecartest.DropSlot(conn)
-}
-
-// dropManagedRoles drops the managed roles setup created on the external cluster, with the
-// databases they own (the parents and fork copies the test made).
-func dropManagedRoles(t *testing.T, roles ...string) {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, external.DSN("postgres"))
-	if err != nil {
-		t.Errorf("cleanup: %v", err)
-		return
-	}
-	defer conn.Close(ctx)
-	rows, _ := conn.Query(ctx, `SELECT datname FROM pg_database WHERE pg_get_userbyid(datdba) = ANY($1)`, roles)
-	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Errorf("cleanup: %v", err)
-	}
-	for _, db := range dbs {
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)"); err != nil {
-			t.Errorf("cleanup: drop database %s: %v", db, err)
-		}
-	}
-	for _, r := range roles {
-		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+ident(r)); err != nil {
-			t.Errorf("cleanup: drop role %s: %v", r, err)
-		}
-	}
 }
 
 // startSidecar runs the real dataenv binary (built from ./sidecar/cmd/dataenv, whose

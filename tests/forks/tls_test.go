@@ -1,13 +1,10 @@
 package forks_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/dataenv/dataenv/sidecar/localpg"
 	"github.com/dataenv/dataenv/sidecar/names"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
@@ -17,37 +14,12 @@ import (
 // pg_restore succeed: the tools use the cluster's TLS settings.
 func TestForkOverTLS(t *testing.T) {
 	t.Parallel()
-	tlsFiles := testenv.NewTLSFiles(t)
-	caPEM := tlsFiles.CAPEM
-	pg, err := localpg.Start(t.Context(), localpg.Config{Name: "forks-tls", Settings: tlsFiles.ServerSettings()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Stop(t.Context()) })
-	super, err := pgx.Connect(t.Context(), pg.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer super.Close(t.Context())
-	mustExec(t, super, `CREATE ROLE tls_admin LOGIN CREATEDB CREATEROLE PASSWORD 'tls-admin-pw'`)
-	hba := filepath.Join(pg.DataDir, "pg_hba.conf")
-	old, err := os.ReadFile(hba)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(hba, append([]byte("hostnossl all tls_admin all reject\n"), old...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, super, `SELECT pg_reload_conf()`)
-	if c, err := pgx.Connect(t.Context(), pg.DSNAs("tls_admin", "tls-admin-pw", "postgres")); err == nil {
-		_ = c.Close(t.Context())
-		t.Fatal("the admin connected without TLS")
-	}
+	pg := testenv.StartTLSOnlyCluster(t, "forks-tls")
 
 	f := newFixture(t)
 	a := f.newUser()
 	name, app := f.prefix+"tls", "dataenv_"+f.prefix+"tlsapp"
-	f.exec(`SELECT dataenv.register_cluster($1, '127.0.0.1', $2, 'tls_admin', 'tls-admin-pw', 'verify-full', $3)`, name, pg.Port(), caPEM)
+	f.exec(`SELECT dataenv.register_cluster($1, '127.0.0.1', $2, $3, $4, 'verify-full', $5)`, name, pg.Port(), pg.Admin, pg.AdminPassword, pg.TLS.CAPEM)
 	f.exec(`SELECT dataenv.update_cluster($1, app_role => $2, replication_role => $3)`, name, app, "dataenv_"+f.prefix+"tlsrepl")
 	f.mustSucceed(f.request(f.sql, `SELECT dataenv.setup_cluster($1)`, name))
 	parent := f.prefix + "tlsparent"

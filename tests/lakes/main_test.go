@@ -18,7 +18,6 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/dataenv/dataenv/runner/client"
-	"github.com/dataenv/dataenv/runner/runnertest"
 	"github.com/dataenv/dataenv/sidecar/sidecartest"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
@@ -38,13 +37,10 @@ func TestMain(m *testing.M) {
 		if s3, err = testenv.StartS3(ctx); err != nil {
 			return err
 		}
-		path, remove, err := runnertest.Build(ctx)
-		if err != nil {
+		if runnerPath, err = testenv.BuildRunner(ctx); err != nil {
 			return err
 		}
-		testenv.RegisterCleanup("runner binary", func(context.Context) error { remove(); return nil })
-		runnerPath = path
-		os.Setenv(client.EnvRunnerPath, path)
+		os.Setenv(client.EnvRunnerPath, runnerPath)
 		_, err = sidecartest.Binary()
 		return err
 	})

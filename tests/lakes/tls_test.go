@@ -1,14 +1,11 @@
 package lakes_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/job"
-	"github.com/dataenv/dataenv/sidecar/localpg"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
@@ -19,36 +16,17 @@ import (
 // and reads a table through it.
 func TestJailedJobOnTLSCatalog(t *testing.T) {
 	t.Parallel()
-	tlsFiles := testenv.NewTLSFiles(t)
-	cat, err := localpg.Start(t.Context(), localpg.Config{Name: "lakes-tls", Settings: tlsFiles.ServerSettings()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cat.Stop(t.Context()) })
+	cat := testenv.StartTLSOnlyCluster(t, "lakes-tls")
 	super, err := pgx.Connect(t.Context(), cat.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer super.Close(t.Context())
-	mustExec(t, super, `CREATE ROLE tls_admin LOGIN CREATEDB CREATEROLE PASSWORD 'tls-admin-pw'`)
-	mustExec(t, super, `CREATE DATABASE tls_catalog OWNER tls_admin`)
-	hba := filepath.Join(cat.DataDir, "pg_hba.conf")
-	old, err := os.ReadFile(hba)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(hba, append([]byte("hostnossl all tls_admin all reject\n"), old...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mustExec(t, super, `SELECT pg_reload_conf()`)
-	if c, err := pgx.Connect(t.Context(), cat.DSNAs("tls_admin", "tls-admin-pw", "tls_catalog")); err == nil {
-		_ = c.Close(t.Context())
-		t.Fatal("the catalog's admin connected without TLS")
-	}
+	mustExec(t, super, `CREATE DATABASE tls_catalog OWNER `+cat.Admin)
 
 	e := newEnv(t)
-	mustExec(t, e.conn, `SELECT dataenv.register_cluster('tlscat', '127.0.0.1', $1, 'tls_admin', 'tls-admin-pw', 'verify-full', $2)`,
-		cat.Port(), tlsFiles.CAPEM)
+	mustExec(t, e.conn, `SELECT dataenv.register_cluster('tlscat', '127.0.0.1', $1, $2, $3, 'verify-full', $4)`,
+		cat.Port(), cat.Admin, cat.AdminPassword, cat.TLS.CAPEM)
 	mustExec(t, e.conn, `SELECT dataenv.add_storage('st', $1)`, "file://"+t.TempDir())
 	e.workspace("prod", "")
 	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'tlscat', 'tls_catalog', 'st', 'lakes/main')`)

@@ -201,6 +201,17 @@ func (p *Postgres) CreateManagedAdmin(t testing.TB) (name, password string) {
 	return p.CreateRole(t, "LOGIN CREATEDB CREATEROLE NOSUPERUSER NOREPLICATION NOBYPASSRLS")
 }
 
+// DropRolesAtCleanup drops roles the code under test creates with names it chose (managed roles
+// say), as CreateRole's cleanup does: their databases, their objects and privileges elsewhere,
+// then the roles. Roles that do not exist by then are skipped.
+func (p *Postgres) DropRolesAtCleanup(t testing.TB, roles ...string) {
+	t.Cleanup(func() {
+		if err := p.dropRoles(context.Background(), roles...); err != nil {
+			t.Errorf("testenv: drop roles %v on %s: %v", roles, p.Name, err)
+		}
+	})
+}
+
 // NamePrefix returns a random prefix ("p<8 hex>_") for the databases and roles the code under
 // test creates. At the test's cleanup every database and role on this cluster whose name starts
 // with it is dropped.
