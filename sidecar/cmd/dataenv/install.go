@@ -12,13 +12,9 @@ import (
 )
 
 func runInstall(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("install", "Installs dataenv in the control database, or upgrades it: migrations, SQL API, publication.")
-	dsn := fs.String("dsn", "", "control database connection string")
+	fs := newControlFlags("install", "Installs dataenv in the control database, or upgrades it: migrations, SQL API, publication.")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	conn, err := connectControl(ctx, *dsn)
+	conn, err := fs.parseAndConnect(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -39,12 +35,8 @@ func runInstall(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 func runUninstall(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("uninstall", "Removes dataenv from the control database: ends the sidecar's walsender, drops the slot, the publication and the dataenv schema.\nDatabases and roles dataenv created on clusters are left in place: drop them through the API first.")
-	dsn := fs.String("dsn", "", "control database connection string")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	conn, err := connectControl(ctx, *dsn)
+	fs := newControlFlags("uninstall", "Removes dataenv from the control database: ends the sidecar's walsender, drops the slot, the publication and the dataenv schema.\nDatabases and roles dataenv created on clusters are left in place: drop them through the API first.")
+	conn, err := fs.parseAndConnect(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -57,12 +49,8 @@ func runUninstall(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlags("status", "Prints dataenv.sidecar_status: each sidecar, the leader, heartbeat, confirmed LSN, retained WAL, readiness.")
-	dsn := fs.String("dsn", "", "control database connection string")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	conn, err := connectControl(ctx, *dsn)
+	fs := newControlFlags("status", "Prints dataenv.sidecar_status: each sidecar, the leader, heartbeat, confirmed LSN, retained WAL, readiness.")
+	conn, err := fs.parseAndConnect(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -93,12 +81,26 @@ func runStatus(ctx context.Context, args []string, stdout io.Writer) error {
 	return rows.Err()
 }
 
-// connectControl opens one connection to the control database named by --dsn.
-func connectControl(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	if err := requireDSN(dsn); err != nil {
+// controlFlags are the flags of a command that works on one connection to the control database.
+type controlFlags struct {
+	flagSet
+	dsn *string
+}
+
+func newControlFlags(name, summary string) controlFlags {
+	fs := newFlags(name, summary)
+	return controlFlags{flagSet: fs, dsn: fs.String("dsn", "", "control database connection string")}
+}
+
+// parseAndConnect parses args and opens the connection to the control database named by --dsn.
+func (fs controlFlags) parseAndConnect(ctx context.Context, args []string) (*pgx.Conn, error) {
+	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	conn, err := pgx.Connect(ctx, dsn)
+	if err := requireDSN(*fs.dsn); err != nil {
+		return nil, err
+	}
+	conn, err := pgx.Connect(ctx, *fs.dsn)
 	if err != nil {
 		return nil, fmt.Errorf("connect to control database: %w", err)
 	}
