@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dataenv/dataenv/tests/testenv"
 )
 
 // Config describes the server to start.
@@ -35,7 +37,7 @@ type Config struct {
 type Server struct {
 	URL    string // http://127.0.0.1:port
 	cmd    *exec.Cmd
-	stderr *logBuffer
+	stderr *testenv.LogBuffer
 	exited chan struct{}
 }
 
@@ -63,7 +65,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: "http://" + addr, stderr: &logBuffer{}, exited: make(chan struct{})}
+	s := &Server{URL: "http://" + addr, stderr: &testenv.LogBuffer{}, exited: make(chan struct{})}
 	s.cmd = exec.CommandContext(ctx, bin,
 		"--config.file="+confPath,
 		"--storage.tsdb.path="+filepath.Join(cfg.Dir, "data"),

@@ -21,6 +21,8 @@ import (
 	"github.com/dataenv/dataenv/sidecar/lock"
 	"github.com/dataenv/dataenv/sidecar/metrics"
 	"github.com/dataenv/dataenv/sidecar/request"
+
+	"github.com/dataenv/dataenv/tests/testenv"
 )
 
 // End-to-end: SQL -> a real sidecar process (this test binary re-executed, running the daemon
@@ -51,7 +53,7 @@ func runSidecar() int {
 
 type sidecarProc struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *testenv.LogBuffer
 	done chan struct{}
 }
 

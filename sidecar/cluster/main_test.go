@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -53,7 +52,7 @@ type fixture struct {
 	pool       *pgxpool.Pool
 	admin      *cluster.Admin
 	reg        *request.Registry
-	logs       *syncBuffer
+	logs       *testenv.LogBuffer
 	promReg    *prometheus.Registry
 
 	prefix    string // names on the external cluster
@@ -67,7 +66,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{t: t, ctx: ctx, logs: &syncBuffer{}}
+	f := &fixture{t: t, ctx: ctx, logs: &testenv.LogBuffer{}}
 	f.controlDB = control.CreateDatabase(t)
 	f.controlDSN = control.DSN(f.controlDB)
 	f.sql = control.Connect(t, f.controlDB)
@@ -216,23 +215,6 @@ func (r *recorder) String() string {
 	defer r.mu.Unlock()
 	b, _ := json.Marshal(r.steps)
 	return string(b)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -4,7 +4,6 @@
 package sidecartest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -21,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/install"
+
+	"github.com/dataenv/dataenv/tests/testenv"
 )
 
 var (
@@ -81,7 +82,7 @@ type Options struct {
 type Process struct {
 	t    testing.TB
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *testenv.LogBuffer
 	done chan struct{}
 	err  error
 }
@@ -99,7 +100,7 @@ func Start(t testing.TB, opts Options) *Process {
 	args := append([]string{"sidecar", "--dsn", opts.DSN, "--http-addr", opts.HTTPAddr, "--log-level", "debug"}, opts.Args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(append(os.Environ(), "DATAENV_TEST_HOOKS=1"), opts.Env...)
-	p := &Process{t: t, cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{t: t, cmd: cmd, logs: &testenv.LogBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -181,23 +182,6 @@ func Wait(t testing.TB, conn *pgx.Conn, id uuid.UUID, timeout time.Duration) Row
 		t.Fatalf("dataenv.wait(%s): %v", id, err)
 	}
 	return r
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // DropSlot ends the walsender of the installation's slot and drops the slot, so that the test

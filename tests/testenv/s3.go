@@ -37,7 +37,7 @@ type S3 struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	guard  *procguard.Guard
-	log    *lockedWriter
+	log    *LogBuffer
 
 	stopOnce sync.Once
 	stopErr  error
@@ -125,7 +125,7 @@ func (s *S3) spawn(ctx context.Context, bin string) error {
 	s.URL = "http://" + s.Endpoint
 	cmd := exec.Command(bin, "--port", s.Endpoint, "--region", s.Region, "--quiet", "posix", s.Dir)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
-	s.log = &lockedWriter{}
+	s.log = &LogBuffer{Max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -247,25 +247,4 @@ func (s *S3) removeBucket(ctx context.Context, bucket string) error {
 		return nil
 	}
 	return err
-}
-
-// lockedWriter is the process's output (stdout and stderr), kept for error messages.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.b.Len() > 64<<10 {
-		return len(p), nil // enough to explain a failure
-	}
-	return w.b.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
