@@ -15,12 +15,7 @@ AS $$
 DECLARE
     allowed boolean;
 BEGIN
-    IF workspace IS NULL OR workspace = '' THEN
-        RAISE EXCEPTION '%: workspace is required', fn USING ERRCODE = '22023';
-    END IF;
-    IF NOT dataenv.lake_workspace_exists(workspace) THEN
-        RAISE EXCEPTION '%: no workspace named %', fn, to_json(workspace)::text USING ERRCODE = '22023';
-    END IF;
+    PERFORM dataenv.require_lake_workspace(fn, workspace);
     IF pg_catalog.to_regprocedure('dataenv.can_use_workspace(text)') IS NOT NULL THEN
         EXECUTE 'SELECT dataenv.can_use_workspace($1)' INTO allowed USING workspace;
         IF NOT allowed THEN

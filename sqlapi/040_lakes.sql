@@ -161,6 +161,22 @@ END
 $$;
 COMMENT ON FUNCTION dataenv.lake_workspace_exists(text) IS 'Internal: whether a workspace exists.';
 
+CREATE OR REPLACE FUNCTION dataenv.require_lake_workspace(fn text, workspace text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF workspace IS NULL OR workspace = '' THEN
+        RAISE EXCEPTION '%: workspace is required', fn USING ERRCODE = '22023';
+    END IF;
+    IF NOT dataenv.lake_workspace_exists(workspace) THEN
+        RAISE EXCEPTION '%: no workspace named %', fn, to_json(workspace)::text USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dataenv.require_lake_workspace(text, text) IS
+    'Internal: raises, naming the calling function fn, unless workspace is given and exists.';
+
 -- ---------------------------------------------------------------------------------------------
 -- Reading storages and lakes (no secrets)
 -- ---------------------------------------------------------------------------------------------
@@ -248,12 +264,7 @@ DECLARE
     fn constant text := 'dataenv.add_lake';
     p text := trim(both '/' from coalesce(data_path, ''));
 BEGIN
-    IF workspace IS NULL OR workspace = '' THEN
-        RAISE EXCEPTION '%: workspace is required', fn USING ERRCODE = '22023';
-    END IF;
-    IF NOT dataenv.lake_workspace_exists(workspace) THEN
-        RAISE EXCEPTION '%: no workspace named %', fn, to_json(workspace)::text USING ERRCODE = '22023';
-    END IF;
+    PERFORM dataenv.require_lake_workspace(fn, workspace);
     PERFORM dataenv.check_lake_name('lake', name);
     PERFORM dataenv.require_cluster(fn, catalog_cluster);
     IF catalog_database IS NULL OR catalog_database = '' OR octet_length(catalog_database) > 63
@@ -419,6 +430,7 @@ REVOKE ALL ON FUNCTION
     dataenv.remove_lake(text, text),
     dataenv.stamp_fork_lakes(text, text, text[]),
     dataenv.lake_workspace_exists(text),
+    dataenv.require_lake_workspace(text, text),
     dataenv.managed_database_uses__lakes(text, text)
   FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
@@ -428,7 +440,7 @@ GRANT EXECUTE ON FUNCTION
     dataenv.remove_lake(text, text)
   TO dataenv_admin;
 GRANT EXECUTE ON FUNCTION dataenv.check_shared_lakes(text, text[]), dataenv.check_lake_name(text, text),
-    dataenv.lake_workspace_exists(text)
+    dataenv.lake_workspace_exists(text), dataenv.require_lake_workspace(text, text)
   TO dataenv_user, dataenv_admin;
 GRANT EXECUTE ON FUNCTION dataenv.fork_lake_leftovers(text) TO dataenv_user, dataenv_admin;
 GRANT SELECT ON dataenv.storage_info, dataenv.lake_info, dataenv.fork_lake_namespace_list TO dataenv_user, dataenv_admin;

@@ -67,14 +67,20 @@ func readDatabaseState(ctx context.Context, conn *pgx.Conn, name string) (databa
 // databaseRecord returns the request that created name according to the control record, or
 // uuid.Nil when there is no record.
 func (l *Locked) databaseRecord(ctx context.Context, name string) (uuid.UUID, error) {
+	return l.createdBy(ctx, `SELECT created_by_request FROM dataenv.managed_databases WHERE cluster = $1 AND name = $2`,
+		"database", name)
+}
+
+// createdBy runs recordSQL (cluster, name → created_by_request) on the control database: the
+// request that created the object what/name on this cluster, or uuid.Nil without a record.
+func (l *Locked) createdBy(ctx context.Context, recordSQL, what, name string) (uuid.UUID, error) {
 	var id uuid.UUID
-	err := l.Control().QueryRow(ctx, `SELECT created_by_request FROM dataenv.managed_databases WHERE cluster = $1 AND name = $2`,
-		l.cluster.Name, name).Scan(&id)
+	err := l.Control().QueryRow(ctx, recordSQL, l.cluster.Name, name).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return uuid.Nil, nil
 	}
 	if err != nil {
-		return uuid.Nil, retryable(fmt.Errorf("read the record of database %q: %w", name, err))
+		return uuid.Nil, retryable(fmt.Errorf("read the record of %s %q: %w", what, name, err))
 	}
 	return id, nil
 }

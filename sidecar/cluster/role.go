@@ -89,16 +89,8 @@ func (a *Admin) handleDropDatatableRole(ctx context.Context, req *request.Reques
 }
 
 func (l *Locked) roleRecord(ctx context.Context, role string) (uuid.UUID, error) {
-	var id uuid.UUID
-	err := l.Control().QueryRow(ctx, `SELECT created_by_request FROM dataenv.datatable_roles WHERE cluster = $1 AND role = $2`,
-		l.cluster.Name, role).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return uuid.Nil, nil
-	}
-	if err != nil {
-		return uuid.Nil, retryable(fmt.Errorf("read the record of role %q: %w", role, err))
-	}
-	return id, nil
+	return l.createdBy(ctx, `SELECT created_by_request FROM dataenv.datatable_roles WHERE cluster = $1 AND role = $2`,
+		"role", role)
 }
 
 // createDatatableRole: check (record, role on the cluster), act (CREATE ROLE + marker + GRANT to
