@@ -151,12 +151,10 @@ func wait(t *testing.T, conn *pgx.Conn, sql, arg string) json.RawMessage {
 	return row.Result
 }
 
-func mustExec(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
-	t.Helper()
-	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
 // dropSlot removes the database's replication slot so that the database can be dropped.
 func dropSlot(conn *pgx.Conn) { sidecartest.DropSlot(conn) }
+
+// SQL helpers of the test harness, by this package's names.
+var (
+	mustExec = testenv.MustExec
+)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dataenv/dataenv/sidecar/cluster"
 	"github.com/dataenv/dataenv/sidecar/lock"
+	"github.com/dataenv/dataenv/sidecar/request"
 )
 
 func dbArgs(f *fixture, name string) map[string]any {
@@ -249,7 +250,7 @@ func TestWaitingForTheLifecycleLockIsAStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{notify: make(chan request_step, 16)}
+	rec := &recorder{notify: make(chan request.Step, 16)}
 	done := make(chan error, 1)
 	go func() {
 		h, _ := f.reg.Lookup(cluster.KindCreateDatabase)

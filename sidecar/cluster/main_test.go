@@ -161,27 +161,6 @@ func (f *fixture) ext() *pgx.Conn {
 	return external.Connect(f.t, "postgres")
 }
 
-func queryString(t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
-	t.Helper()
-	var s *string
-	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&s); err != nil && err != pgx.ErrNoRows {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func queryInt(t *testing.T, conn *pgx.Conn, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 // recorder is a request.Reporter that keeps the steps and signals each one.
 type recorder struct {
 	mu     sync.Mutex
@@ -219,30 +198,12 @@ func (r *recorder) String() string {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-func queryBool(t *testing.T, conn *pgx.Conn, sql string, args ...any) bool {
-	t.Helper()
-	var b bool
-	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&b); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return b
-}
-
 func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
-
-type request_step = request.Step
 
 func newRequest(kind string, args map[string]any) *request.Request {
 	raw, _ := json.Marshal(args)
 	return &request.Request{ID: uuid.New(), Kind: kind, Args: raw, Status: request.Running, Attempts: 1,
 		RequestedBy: control.SuperUser}
-}
-
-func mustExec(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
-	t.Helper()
-	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
 }
 
 // eventually waits (up to 20 s) for cond, polling: a wait on a condition, not a timing assertion.
@@ -256,3 +217,11 @@ func eventually(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// SQL helpers of the test harness, by this package's names.
+var (
+	queryString = testenv.QueryText
+	queryInt    = testenv.Query[int]
+	queryBool   = testenv.Query[bool]
+	mustExec    = testenv.MustExec
+)

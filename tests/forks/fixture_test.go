@@ -11,6 +11,8 @@ import (
 
 	"github.com/dataenv/dataenv/sidecar/install"
 	"github.com/dataenv/dataenv/sidecar/sidecartest"
+
+	"github.com/dataenv/dataenv/tests/testenv"
 )
 
 // fixture is one installed control database, an external cluster registered and set up in it
@@ -209,34 +211,6 @@ func databaseExists(t *testing.T, db string) bool {
 	return queryInt(t, conn, `SELECT count(*) FROM pg_database WHERE datname = $1`, db) == 1
 }
 
-func queryInt(t *testing.T, conn *pgx.Conn, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
-func queryString(t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
-	t.Helper()
-	var s *string
-	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&s); err != nil && err != pgx.ErrNoRows {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func mustExec(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
-	t.Helper()
-	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
 func sqlErr(conn *pgx.Conn, sql string, args ...any) error {
 	_, err := conn.Exec(context.Background(), sql, args...)
 	return err
@@ -250,3 +224,10 @@ func decode(t *testing.T, b []byte, v any) {
 		t.Fatalf("decode %s: %v", b, err)
 	}
 }
+
+// SQL helpers of the test harness, by this package's names.
+var (
+	queryInt    = testenv.Query[int]
+	queryString = testenv.QueryText
+	mustExec    = testenv.MustExec
+)

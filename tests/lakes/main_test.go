@@ -7,7 +7,6 @@ package lakes_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -104,13 +103,6 @@ func (e *env) dropFork(id string) sidecartest.Row {
 	return e.wait(rid)
 }
 
-func mustExec(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
-	t.Helper()
-	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
 func execErr(t testing.TB, conn *pgx.Conn, sql string, args ...any) string {
 	t.Helper()
 	_, err := conn.Exec(context.Background(), sql, args...)
@@ -204,21 +196,16 @@ func deref(s *string) string {
 	return *s
 }
 
-func queryString(t testing.TB, conn *pgx.Conn, sql string, args ...any) string {
-	t.Helper()
-	var s string
-	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&s); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return s
-}
-
 func lakePrefix(t testing.TB) string {
 	return strings.ToLower(strings.TrimRight(pg.NamePrefix(t), "_"))
 }
 
-var _ = fmt.Sprintf
-
 func minioListOpts(prefix string) minio.ListObjectsOptions {
 	return minio.ListObjectsOptions{Prefix: prefix, Recursive: true}
 }
+
+// SQL helpers of the test harness, by this package's names.
+var (
+	mustExec    = testenv.MustExec
+	queryString = testenv.Query[string]
+)

@@ -46,13 +46,6 @@ func controlDB(t *testing.T) (dsn string, conn *pgx.Conn) {
 // dropSlot removes the test database's slot so the database can be dropped.
 func dropSlot(conn *pgx.Conn) { sidecartest.DropSlot(conn) }
 
-func mustExec(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
-	t.Helper()
-	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
 func newRequest(t testing.TB, conn *pgx.Conn, kind, args string) uuid.UUID {
 	t.Helper()
 	var id uuid.UUID
@@ -62,15 +55,6 @@ func newRequest(t testing.TB, conn *pgx.Conn, kind, args string) uuid.UUID {
 		t.Fatalf("insert %s request: %v", kind, err)
 	}
 	return id
-}
-
-func queryInt(t testing.TB, conn *pgx.Conn, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
 }
 
 // eventually polls cond until it holds or the deadline passes.
@@ -97,3 +81,9 @@ func waitStreaming(t testing.TB, conn *pgx.Conn) {
 			WHERE s.slot_name = dataenv.slot_name() AND s.confirmed_flush_lsn IS NOT NULL`) == 1
 	})
 }
+
+// SQL helpers of the test harness, by this package's names.
+var (
+	mustExec = testenv.MustExec
+	queryInt = testenv.Query[int]
+)
