@@ -39,6 +39,9 @@ func childEnv(home string) []string {
 func (c *Client) argv(mode Isolation, w *workDir, mounts []Mount, runnerArgs []string) ([]string, []string, error) {
 	var cmd []string
 	env := childEnv("")
+	// The runner sets its own score first thing, in every mode (choom cannot be the one in a PID
+	// namespace of ours: it writes /proc/<its getpid()>, which there is 1 of our /proc).
+	runnerArgs = append([]string{"--oom-score-adj", strconv.Itoa(c.cfg.OOMScoreAdj)}, runnerArgs...)
 	switch mode {
 	case IsolationJailed:
 		name, path, err := jailTool(c.cfg.Jail)
@@ -53,11 +56,9 @@ func (c *Client) argv(mode Isolation, w *workDir, mounts []Mount, runnerArgs []s
 	default: // plain, and unshare: its namespaces come from sysProcAttr
 		cmd = append([]string{c.cfg.RunnerPath}, runnerArgs...)
 	}
-	// choom sets oom_score_adj and execs: the runner and whatever wraps it start with it. Not
-	// in a PID namespace of our making: choom writes /proc/<its getpid()>, which there is 1,
-	// and the /proc it sees is ours, so it would change our init's score instead; spawn sets
-	// that runner's score from outside (setOOMScore).
-	if p, err := exec.LookPath("choom"); err == nil && mode != IsolationUnshare {
+	// A jail's wrappers are in the runner's process group too: choom gives them the score
+	// before exec, so that the OOM killer never prefers the sidecar over them.
+	if p, err := exec.LookPath("choom"); err == nil && mode == IsolationJailed {
 		cmd = append([]string{p, "-n", strconv.Itoa(c.cfg.OOMScoreAdj), "--"}, cmd...)
 	}
 	if c.cfg.Cgroup != "" {

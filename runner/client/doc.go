@@ -12,12 +12,13 @@
 //	Plain    a child process with a cleared environment.
 //
 // In every mode the environment is cleared except PATH, HOME, TZ and the proxy variables, the
-// OOM score is raised (before exec through choom; in unshare mode from outside right after
-// start, as choom cannot address itself inside a PID namespace) so the kernel kills the runner
-// rather than the sidecar (and with Config.Cgroup the runner joins a cgroup, a memory-limited one say, before
-// exec), and the runner leads its own session and process group: cancellation, a timeout and
-// the spill watchdog kill the whole group, so no jailed grandchild survives. Output is kept
-// as bounded tails; the result file is opened without following symlinks; a runner killed by a signal becomes a *CrashError naming it.
+// runner raises its own OOM score first thing (--oom-score-adj; a jail's wrappers get it before
+// exec through choom) so the kernel kills the runner rather than the sidecar (and with
+// Config.Cgroup the runner joins a cgroup, a memory-limited one say, before exec), and the
+// runner leads its own session and process group: cancellation, a timeout and the spill
+// watchdog kill the whole group, so no jailed grandchild survives. Output is kept as bounded
+// tails; the result file is opened without following symlinks; a runner killed by a signal
+// becomes a *CrashError naming it.
 //
 // The spill watchdog measures the work directory (allocated blocks, symlinks not followed)
 // every Config.SpillPoll and kills the group past Config.SpillCap with a *SpillError saying what

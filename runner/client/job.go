@@ -101,6 +101,6 @@ func (j Job) request(cfg Config) (*protocol.Request, error) {
 	return &protocol.Request{
 		Mode: protocol.ModeRun, Blocks: j.Blocks, Args: args, MemoryLimit: mem,
 		Threads: j.Threads, MaxResultBytes: maxBytes, CollectLastOnly: j.CollectLastOnly,
-		OOMScoreAdj: cfg.OOMScoreAdj, TestHook: j.TestHook,
+		TestHook: j.TestHook,
 	}, nil
 }

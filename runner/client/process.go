@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -61,18 +60,8 @@ func (c *Client) spawn(mode Isolation, preload bool, mounts []Mount) (*process, 
 		w.remove()
 		return nil, fmt.Errorf("start the DuckDB runner (%s, %s): %w", mode, argv[0], err)
 	}
-	if mode == IsolationUnshare {
-		// The runner also sets it itself once its job arrives; this covers the time before.
-		setOOMScore(p.cmd.Process.Pid, c.cfg.OOMScoreAdj)
-	}
 	go watchSpill(ctx, w.host, c.cfg.SpillCap, c.cfg.SpillPoll, func(err error) { cancel(err) })
 	return p, nil
-}
-
-// setOOMScore sets the oom_score_adj of pid (in our PID namespace). Failure is not fatal: the
-// runner tries again from inside and reports it on its stderr.
-func setOOMScore(pid, adj int) {
-	os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(strconv.Itoa(adj)), 0)
 }
 
 // start execs argv as the leader of a new process group whose every member is killed when ctx

@@ -47,8 +47,6 @@ type Request struct {
 	CollectLastOnly bool `json:"collect_last_only,omitempty"`
 	// ExtensionDirectory is DuckDB's extension_directory.
 	ExtensionDirectory string `json:"extension_directory,omitempty"`
-	// OOMScoreAdj, when non-zero, is written to /proc/self/oom_score_adj at start.
-	OOMScoreAdj int `json:"oom_score_adj,omitempty"`
 	// TestHook makes the runner misbehave on purpose; honoured only when EnvTestHooks=1.
 	TestHook *TestHook `json:"test_hook,omitempty"`
 }

@@ -26,8 +26,12 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 	extDir := fs.String("extension-dir", "", "DuckDB extension_directory of the preloaded instance")
 	preload := fs.String("preload", "", "extensions to load before the job arrives")
 	readyFD := fs.Int("ready-fd", 0, "file descriptor closed once the preload is done")
+	oomScore := fs.Int("oom-score-adj", 0, "oom_score_adj to set before anything else (0: leave it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *oomScore != 0 {
+		raiseOOMScore(*oomScore, stderr)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -50,9 +54,6 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "dataenv-runner: %v\n", err)
 		return 2
-	}
-	if req.OOMScoreAdj != 0 {
-		raiseOOMScore(req.OOMScoreAdj, stderr)
 	}
 	if req.Mode == protocol.ModeInstall {
 		return runInstallRequest(ctx, req, stderr)
@@ -126,10 +127,9 @@ func writeResponse(path string, resp *protocol.Response) error {
 	return f.Close()
 }
 
-// raiseOOMScore makes the kernel pick this process first when memory runs out. The client
-// sets it before exec where it can (choom); this covers the rest. The score is set exactly as
-// asked; only when asked to lower an inherited higher score without the privilege to do so
-// does the higher one stay, silently: the runner is then still picked first.
+// raiseOOMScore makes the kernel pick this process first when memory runs out. The score is
+// set exactly as asked; only when asked to lower an inherited higher score without the
+// privilege to do so does the higher one stay, silently: the runner is then still picked first.
 func raiseOOMScore(adj int, stderr io.Writer) {
 	const path = "/proc/self/oom_score_adj"
 	err := os.WriteFile(path, []byte(strconv.Itoa(adj)), 0)

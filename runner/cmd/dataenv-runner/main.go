@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 const usage = `dataenv-runner: run one DuckDB job (DuckDB 1.5.5 with ducklake, postgres_scanner, httpfs).
 
 Usage:
-  dataenv-runner [--extension-dir DIR --preload NAME,... [--ready-fd N]] < job.json
+  dataenv-runner [--oom-score-adj N] [--extension-dir DIR --preload NAME,... [--ready-fd N]] < job.json
       Read one job as JSON on stdin (runner/protocol.Request: blocks, args, memory_limit,
       threads, temp_directory, max_result_bytes, result_path, collect_last_only,
       extension_directory) and write the response JSON to result_path. This is how the
@@ -20,7 +21,7 @@ Usage:
       Exit status: 0 success, 1 the job failed (error in the result file), 2 bad request.
       With --preload, DuckDB opens and loads those extensions from DIR while the job is
       still on its way, then writes a byte to file descriptor N: how the client keeps a
-      warm spare.
+      warm spare. --oom-score-adj sets the process's oom_score_adj before anything else.
 
   dataenv-runner run [flags] --sql 'SQL' [--sql 'SQL' ...]
       Run SQL blocks by hand and print the response JSON on stdout. For debugging: SQL given
@@ -44,13 +45,16 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "--extension-dir" || args[0] == "--preload" {
+	switch {
+	case len(args) == 0:
+		return runJob(args, stdin, stderr)
+	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case strings.HasPrefix(args[0], "-"): // the job mode's flags
 		return runJob(args, stdin, stderr)
 	}
 	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
 	case "run":
 		return runManual(args[1:], stdout, stderr)
 	case "install":
