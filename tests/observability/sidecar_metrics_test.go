@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/dataenv/dataenv/grafana"
-	"github.com/dataenv/dataenv/grafana/promtest"
-	"github.com/dataenv/dataenv/sidecar/sidecartest"
+	"github.com/dataenv/dataenv/tests/promtest"
+	"github.com/dataenv/dataenv/tests/sidecartest"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
