@@ -72,7 +72,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := s.checkSchema(ctx); err != nil {
 		return err
 	}
-	cfg.Metrics.InitKinds(cfg.Registry.Kinds()...)
+	cfg.Metrics.Init(cfg.Registry.Kinds()...)
 	stopHTTP, err := s.startHTTP(ctx)
 	if err != nil {
 		return err
