@@ -169,6 +169,11 @@ func (h *Hooks) Cleanup(ctx context.Context, fork string, rep request.Reporter) 
 	if _, err := h.pool.Exec(ctx, `DELETE FROM dataenv.lakes WHERE workspace = $1 AND fork_behavior IS NOT NULL`, fork); err != nil {
 		return report, request.Retryable(fmt.Errorf("remove the lake configuration of fork %q: %w", fork, err))
 	}
+	// The record of what the fork materialized describes namespaces that are gone: a fork made
+	// later under the same id must defer again, not believe it owns tables it does not have.
+	if _, err := h.pool.Exec(ctx, `DELETE FROM dataenv.materializations WHERE workspace = $1`, fork); err != nil {
+		return report, request.Retryable(fmt.Errorf("remove the materializations of fork %q: %w", fork, err))
+	}
 	return report, nil
 }
 
