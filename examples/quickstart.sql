@@ -15,7 +15,7 @@
 
 -- 1. A Postgres database with sample data: three customers.
 SELECT dataenv.create_database('instance', 'crm') AS id \gset
-SELECT status, error, result FROM dataenv.wait(:'id');
+SELECT status, error, result FROM dataenv.wait(:'id', '2 min');
 
 \connect crm
 CREATE TABLE customers (customer_id integer PRIMARY KEY, name text NOT NULL, country text NOT NULL);
@@ -96,4 +96,4 @@ SELECT dataenv.drop_fork('shop/dev') AS id \gset
 SELECT status, error, result FROM dataenv.wait(:'id', '2 min');
 SELECT dataenv.drop_workspace('shop');
 SELECT dataenv.drop_database('instance', 'crm') AS id \gset
-SELECT status, error, result FROM dataenv.wait(:'id');
+SELECT status, error, result FROM dataenv.wait(:'id', '2 min');

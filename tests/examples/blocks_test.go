@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -108,7 +110,7 @@ func script(blocks []block) string {
 			fmt.Fprintf(&s, "DO $doctest$ BEGIN RAISE EXCEPTION 'doc block %s: a request it made failed'; END $doctest$;\n\\endif\n", b.where())
 			continue
 		}
-		s.WriteString("SELECT :doctest_request_failed OR :'LAST_ERROR_SQLSTATE' <> '00000' AS doctest_failed \\gset\n")
+		s.WriteString("SELECT :'doctest_request_failed'::boolean OR :'LAST_ERROR_SQLSTATE' <> '00000' AS doctest_failed \\gset\n")
 		fmt.Fprintf(&s, "\\if :doctest_failed\n\\else\nDO $doctest$ BEGIN RAISE EXCEPTION 'doc block %s is marked fails, but nothing in it failed'; END $doctest$;\n\\endif\n", b.where())
 	}
 	return s.String()
@@ -148,4 +150,52 @@ func TestBlockConvention(t *testing.T) {
 			t.Errorf("accepted %q", bad)
 		}
 	}
+}
+
+var (
+	// a psql meta-command followed by a comment: psql reads the comment as arguments
+	// (`\gset  -- x` sets nothing and warns about "--x").
+	metaThenComment = regexp.MustCompile(`(^|\s)\\[a-z]+\b[^'\n]*--`)
+	// a wait that hides why a request failed
+	waitWithoutError = regexp.MustCompile(`(?i)SELECT\s+status\s*,\s*result\s+FROM\s+dataenv\.wait`)
+)
+
+// What readers copy is free of the two traps a newcomer fell into: a comment after a psql
+// meta-command, and a wait that shows a failure without its error.
+func TestExamplesAvoidPsqlTraps(t *testing.T) {
+	files := docFiles(t)
+	sqls, err := filepath.Glob(filepath.Join(repoRoot(), "examples", "*.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range sqls {
+		files = append(files, filepath.Join("examples", filepath.Base(f)))
+	}
+	for _, name := range files {
+		var texts []block
+		if strings.HasSuffix(name, ".sql") {
+			b, err := os.ReadFile(filepath.Join(repoRoot(), name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts = []block{{File: name, Line: 1, SQL: string(b)}}
+		} else {
+			texts = readBlocks(t, filepath.Join(repoRoot(), name), name)
+		}
+		for _, b := range texts {
+			for i, line := range strings.Split(b.SQL, "\n") {
+				if metaThenComment.MatchString(line) || waitWithoutError.MatchString(line) {
+					t.Errorf("%s:%d: %s (no comment after a psql meta-command; select status, error, result from wait)",
+						b.File, b.Line+i+boolInt(!strings.HasSuffix(name, ".sql")), line)
+				}
+			}
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
