@@ -71,6 +71,7 @@ func (a *Admin) Register(reg *request.Registry) {
 	reg.Register(KindDropDatabase, a.adminOnly(a.handleDropDatabase))
 	reg.Register(KindCreateDatatableRole, a.adminOnly(a.handleCreateDatatableRole))
 	reg.Register(KindDropDatatableRole, a.adminOnly(a.handleDropDatatableRole))
+	reg.Register(KindCheckCluster, a.adminOnly(a.handleCheck))
 }
 
 // adminOnly refuses requests whose requester is not a dataenv administrator
