@@ -104,19 +104,20 @@ COMMENT ON FUNCTION dataenv.managed_database_uses__lakes(text, text) IS
 REVOKE ALL ON FUNCTION
     dataenv.add_storage(text, text, jsonb),
     dataenv.update_storage_credentials(text, jsonb),
-    dataenv.add_lake(text, text, text, text, text, text, jsonb),
+    dataenv.add_lake(text, text, text, text, text, text, jsonb, boolean),
     dataenv.remove_lake(text, text),
     dataenv.stamp_fork_lakes(text, text, text[]),
     dataenv.lake_workspace_exists(text),
     dataenv.require_lake_workspace(text, text),
     dataenv.managed_database_uses__lakes(text, text)
   FROM PUBLIC;
+-- Callable by dataenv_user so that they say who may (dataenv.require_admin_caller comes first).
 GRANT EXECUTE ON FUNCTION
     dataenv.add_storage(text, text, jsonb),
     dataenv.update_storage_credentials(text, jsonb),
-    dataenv.add_lake(text, text, text, text, text, text, jsonb),
+    dataenv.add_lake(text, text, text, text, text, text, jsonb, boolean),
     dataenv.remove_lake(text, text)
-  TO dataenv_admin;
+  TO dataenv_user, dataenv_admin;
 GRANT EXECUTE ON FUNCTION dataenv.check_shared_lakes(text, text[]), dataenv.check_lake_name(text, text),
     dataenv.lake_workspace_exists(text), dataenv.require_lake_workspace(text, text)
   TO dataenv_user, dataenv_admin;

@@ -90,6 +90,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	reg := request.NewRegistry()
 	reg.Register("ping", pingHandler{})
 	admin.Register(reg)
+	lakeHooks.Register(reg)
 	jobs.Register(reg)
 	forks.Register(reg)
 	if registerTestKinds != nil {
