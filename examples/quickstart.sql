@@ -25,7 +25,10 @@ INSERT INTO customers VALUES (1, 'Ada', 'UK'), (2, 'Grace', 'US'), (3, 'Edsger',
 -- 2. A workspace: the database as its datatable `crm`, and a lake `main`.
 SELECT dataenv.create_workspace('shop');
 SELECT dataenv.add_datatable('shop', 'crm', 'instance', 'crm');
-SELECT dataenv.add_lake('shop', 'main', 'instance', 'lake_catalog', 'local', 'shop/main');
+-- add_lake checks what it can at once (the catalog database exists and is no other lake's) and
+-- returns a check request: the sidecar connects to the catalog and the storage.
+SELECT dataenv.add_lake('shop', 'main', 'instance', 'lake_catalog', 'local', 'shop/main') AS id \gset
+SELECT status, error, result FROM dataenv.wait(:'id', '2 min');
 
 -- 3. Materialize: 300 orders of those customers into the lake table main.orders.
 SELECT dataenv.materialize('shop', 'ducklake://main/orders', $$
