@@ -122,8 +122,13 @@ BEGIN
             USING ERRCODE = '42501',
                   DETAIL = 'A fork copy belongs to the workspace it was made for (and that workspace''s forks); its name is not an authorization.';
     END IF;
+    -- A user's binding (the sidecar writes the other sources: a fork's entries, whose databases
+    -- are its parent's or its own copies). created_by is the inserting role: users cannot set it.
+    IF NEW.source = 'configured' THEN
+        PERFORM dataenv.check_binding('dataenv.add_datatable', NEW.cluster, NEW.database, NEW.created_by);
+    END IF;
     RETURN NEW;
 END
 $$;
 COMMENT ON FUNCTION dataenv.datatables_before_write() IS
-    'Takes the cluster''s lifecycle lock for a datatable save and refuses a fork copy of another workspace.';
+    'Takes the cluster''s lifecycle lock for a datatable save, checks a user''s binding (dataenv.check_binding) and refuses a fork copy of another workspace.';

@@ -119,12 +119,14 @@ BEGIN
         RAISE EXCEPTION '%: workspace % already has a datatable %', fn, to_json(workspace)::text, to_json(name)::text
             USING ERRCODE = '23505', HINT = 'dataenv.remove_datatable removes it first.';
     END IF;
-    -- The trigger takes the cluster's lifecycle lock and refuses another workspace's fork copy.
+    PERFORM dataenv.check_binding(fn, cluster, database, current_user);
+    -- The trigger takes the cluster's lifecycle lock and checks the binding again (a plain INSERT
+    -- gets the same checks).
     INSERT INTO dataenv.datatables (workspace, name, cluster, database) VALUES (workspace, name, cluster, database);
 END
 $$;
 COMMENT ON FUNCTION dataenv.add_datatable(text, text, text, text) IS
-    'Binds datatable name of a workspace the caller may use to a database of a registered cluster, under the cluster''s lifecycle lock. Jobs reach it as datatable://name.';
+    'Binds datatable name of a workspace the caller may use to a database of a registered cluster, under the cluster''s lifecycle lock. Needs dataenv_admin or a grant of the database (dataenv.grant_database); the control database, dataenv installations, templates and fork copies are never bound. Jobs reach it as datatable://name.';
 
 CREATE OR REPLACE FUNCTION dataenv.remove_datatable(workspace text, name text) RETURNS void
 LANGUAGE plpgsql VOLATILE

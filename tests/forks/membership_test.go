@@ -17,6 +17,7 @@ func TestMemberOfBCannotTouchA(t *testing.T) {
 	p := f.parentDB("p", 3)
 	wsA, wsB, forkA := wsID("a"), wsID("b"), wsID("fa")
 	mustExec(t, alice.conn, `SELECT dataenv.create_workspace($1)`, wsA)
+	f.grantDatabase(alice, f.name, p)
 	mustExec(t, alice.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, wsA, f.name, p)
 	mustExec(t, bob.conn, `SELECT dataenv.create_workspace($1)`, wsB)
 	f.mustSucceed(f.request(alice.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, wsA, forkA))

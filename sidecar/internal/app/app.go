@@ -75,7 +75,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 		return nil, err
 	}
 	lakeRegistry := lake.NewRegistry(pool, admin, 0)
-	resolver := &lake.Resolver{Control: pool, Clusters: admin, Registry: lakeRegistry, Logger: log}
+	resolver := &lake.Resolver{Control: pool, Clusters: boundClusters{admin}, Registry: lakeRegistry, Logger: log}
 	lakeHooks := lake.NewHooks(pool, admin, lakeRegistry, log)
 	lakeHooks.Metrics = m
 	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m,

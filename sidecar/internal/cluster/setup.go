@@ -183,15 +183,16 @@ type managedRole struct {
 type roleState struct {
 	exists, login, replication bool
 	comment                    string
+	oid                        uint32
 }
 
 const roleStateSQL = `
-SELECT r.rolcanlogin, r.rolreplication, coalesce(pg_catalog.shobj_description(r.oid, 'pg_authid'), '')
+SELECT r.rolcanlogin, r.rolreplication, coalesce(pg_catalog.shobj_description(r.oid, 'pg_authid'), ''), r.oid
   FROM pg_catalog.pg_roles r WHERE r.rolname = $1`
 
 func readRoleState(ctx context.Context, q querier, name string) (roleState, error) {
 	s := roleState{exists: true}
-	err := q.QueryRow(ctx, roleStateSQL, name).Scan(&s.login, &s.replication, &s.comment)
+	err := q.QueryRow(ctx, roleStateSQL, name).Scan(&s.login, &s.replication, &s.comment, &s.oid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return roleState{}, nil
 	}
