@@ -48,7 +48,7 @@ BEGIN
     SELECT string_agg(l.kind || ' ' || l.detail, '; ' ORDER BY l.kind, l.detail) INTO left_over
       FROM dataenv.workspace_leftovers(NEW.id) l
      WHERE NOT (NEW.is_fork AND l.kind = 'fork lake data')
-       AND l.created_by_request IS DISTINCT FROM NEW.created_by_request;
+       AND (NEW.created_by_request IS NULL OR l.created_by_request IS DISTINCT FROM NEW.created_by_request);
     IF left_over IS NOT NULL THEN
         IF dataenv.workspace_access(NEW.id, session_user) IS NULL THEN
             left_over := 'ask its owner or an administrator';  -- what is left is not the caller's to see

@@ -73,17 +73,18 @@ $$;
 COMMENT ON FUNCTION dataenv.workspace_leftovers__workspaces(text) IS
     'Leftovers of a workspace id in the workspaces area: registered fork copies, and managed databases recorded for it.';
 
--- Whether anything of a dropped workspace is left, answered only to its owner (the tombstone's)
--- and administrators; false for everyone else.
+-- Whether anything of a dropped workspace is left (false while the workspace exists), answered
+-- only to its owner (the tombstone's) and administrators; false for everyone else.
 CREATE OR REPLACE FUNCTION dataenv.workspace_has_leftovers(workspace text) RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT dataenv.workspace_access(workspace, session_user) IS NOT NULL
+       AND NOT EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = workspace_has_leftovers.workspace)
        AND EXISTS (SELECT FROM dataenv.workspace_leftovers(workspace))
 $$;
 COMMENT ON FUNCTION dataenv.workspace_has_leftovers(text) IS
-    'True when something of a workspace id is still held (dataenv.workspace_leftovers) and the session''s user may know: the owner its tombstone records, or an administrator.';
+    'True when no workspace has the id, something of a dropped one is still held (dataenv.workspace_leftovers), and the session''s user may know: the owner its tombstone records, or an administrator.';
 
 -- Removes the tombstone of a dropped workspace once nothing of it is left. Returns whether the id
 -- is free (no workspace, no tombstone).

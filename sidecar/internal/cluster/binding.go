@@ -15,7 +15,9 @@ import (
 // every time a bound database is about to be used.
 
 const bindableSQL = `
-SELECT d.datistemplate, pg_catalog.to_regclass('dataenv.installation') IS NOT NULL
+SELECT d.datistemplate,
+       EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = 'dataenv' AND c.relname = 'installation')
   FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()`
 
 // CheckBindable refuses a database no binding may reach: a template, or a database holding a
