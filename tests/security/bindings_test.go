@@ -93,7 +93,9 @@ func TestNoBindingReachesAnInstallationOrATemplate(t *testing.T) {
 	}
 	local := control.CreateDatabase(t)
 	mustExec(t, control.Connect(t, "postgres"), `ALTER DATABASE `+ident(local)+` IS_TEMPLATE true`)
-	t.Cleanup(func() { _ = sqlErr(control.Connect(t, "postgres"), `ALTER DATABASE `+ident(local)+` IS_TEMPLATE false`) })
+	t.Cleanup(func() {
+		_ = sqlErr(control.Connect(t, "postgres"), `ALTER DATABASE `+ident(local)+` IS_TEMPLATE false`)
+	})
 	wantErr(t, "admin", e.admin.conn, "is a template", `SELECT dataenv.add_datatable($1, 'ltpl', 'instance', $2)`, ws, local)
 }
 
