@@ -12,6 +12,12 @@ ALTER TABLE dataenv.managed_databases
 ALTER TABLE dataenv.datatable_roles
     ADD COLUMN role_oid oid;
 
+-- The two managed roles setup converges (NULL until setup records them; reset when
+-- update_cluster renames them).
+ALTER TABLE dataenv.clusters
+    ADD COLUMN app_role_oid         oid,
+    ADD COLUMN replication_role_oid oid;
+
 -- Binding a database to a workspace (add_datatable) is a dataenv administrator's act, or needs a
 -- grant of that database to the binding role (or to a role it is a member of).
 CREATE TABLE dataenv.database_grants (

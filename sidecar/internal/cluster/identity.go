@@ -132,3 +132,35 @@ func (l *Locked) SetDatabaseOwner(ctx context.Context, name, role string) error 
 	}
 	return nil
 }
+
+// convergeManagedRole is convergeRole for one of the two managed roles, checked against the OID
+// setup recorded for it (dataenv.clusters.app_role_oid, replication_role_oid): a role renamed
+// away and replaced by a stand-in with a copied marker is refused, not given the password and
+// the databases. The OID is recorded once the role is converged.
+func (l *Locked) convergeManagedRole(ctx context.Context, conn *pgx.Conn, r managedRole) (StepResult, error) {
+	step := StepResult{Name: "role " + r.name}
+	col := ident(r.secret + "_role_oid")
+	var recorded uint32
+	if err := l.Control().QueryRow(ctx, `SELECT coalesce(`+col+`, 0) FROM dataenv.clusters WHERE name = $1`, l.cluster.Name).Scan(&recorded); err != nil {
+		return step, retryable(fmt.Errorf("read the recorded OID of role %q: %w", r.name, err))
+	}
+	st, err := readRoleState(ctx, conn, r.name)
+	if err != nil {
+		return step, retryable(err)
+	}
+	if err := l.checkIdentity(ctx, conn, "role", r.name, record{OID: recorded}, st.oid, 0); err != nil {
+		step.Status, step.Detail = StatusRefused, err.Error()
+		return step, nil
+	}
+	step, err = l.convergeRole(ctx, conn, r)
+	if err != nil || step.Status == StatusRefused {
+		return step, err
+	}
+	if st, err = readRoleState(ctx, conn, r.name); err != nil || !st.exists {
+		return step, retryable(fmt.Errorf("read role %q after converging it: %v", r.name, err))
+	}
+	if _, err := l.Control().Exec(ctx, `UPDATE dataenv.clusters SET `+col+` = $2 WHERE name = $1`, l.cluster.Name, st.oid); err != nil {
+		return step, retryable(fmt.Errorf("record the OID of role %q: %w", r.name, err))
+	}
+	return step, nil
+}

@@ -130,3 +130,31 @@ func TestDropDatatableRoleRefusesAStandIn(t *testing.T) {
 }
 
 func literalSQL(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// TestSetupRefusesAStandInManagedRole: setup records the OIDs of the roles it converges; a
+// managed role renamed away and replaced by a role with its name and a copied marker does not get
+// the password (nor, through it, the databases dataenv creates).
+func TestSetupRefusesAStandInManagedRole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.setup()
+	ext := f.ext()
+	moved := f.prefix + "moved_app"
+	if rec, oid := queryString(t, f.sql, `SELECT app_role_oid::text FROM dataenv.clusters WHERE name = $1`, f.name),
+		queryString(t, ext, `SELECT oid::text FROM pg_roles WHERE rolname = $1`, f.appRole); rec != oid {
+		t.Fatalf("recorded application role OID %s, the role's %s", rec, oid)
+	}
+	marker := queryString(t, ext, `SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1`, f.appRole)
+	mustExec(t, ext, "ALTER ROLE "+ident(f.appRole)+" RENAME TO "+ident(moved))
+	mustExec(t, ext, "CREATE ROLE "+ident(f.appRole)+" NOLOGIN")
+	mustExec(t, ext, "COMMENT ON ROLE "+ident(f.appRole)+" IS "+literalSQL(marker))
+	if _, err, _ := f.run(cluster.KindSetupCluster, map[string]any{"cluster": f.name}); !request.IsRefused(err) || !strings.Contains(err.Error(), "is now named") {
+		t.Fatalf("setup over a stand-in application role: %v", err)
+	}
+	if login := queryString(t, ext, `SELECT rolcanlogin::text FROM pg_roles WHERE rolname = $1`, f.appRole); login != "false" {
+		t.Fatal("setup converged the stand-in")
+	}
+	mustExec(t, ext, "DROP ROLE "+ident(f.appRole))
+	mustExec(t, ext, "ALTER ROLE "+ident(moved)+" RENAME TO "+ident(f.appRole))
+	f.setup()
+}

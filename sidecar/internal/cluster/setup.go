@@ -147,12 +147,12 @@ func (l *Locked) setup(ctx context.Context) (*SetupResult, error) {
 // in the application role, reporting each step through add.
 func (l *Locked) setupRoles(ctx context.Context, conn *pgx.Conn, admin adminRole, add func(StepResult)) error {
 	c := l.cluster
-	app, err := l.convergeRole(ctx, conn, managedRole{name: c.AppRole, secret: "app"})
+	app, err := l.convergeManagedRole(ctx, conn, managedRole{name: c.AppRole, secret: "app"})
 	if err != nil {
 		return err
 	}
 	add(app)
-	repl, err := l.convergeRole(ctx, conn, managedRole{name: c.ReplicationRole, secret: "replication",
+	repl, err := l.convergeManagedRole(ctx, conn, managedRole{name: c.ReplicationRole, secret: "replication",
 		replication: true, canReplicate: admin.canGrantReplication()})
 	if err != nil {
 		return err
