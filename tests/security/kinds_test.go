@@ -59,9 +59,13 @@ func (e *env) state(v victim) string {
 	}
 	ext := external.Connect(e.t, "postgres")
 	defer ext.Close(context.Background())
+	// This test's objects only: other tests share the external cluster.
+	mangled := strings.ReplaceAll(v.ws, "-", "_")
 	parts = append(parts,
-		queryString(e.t, ext, `SELECT string_agg(datname || ':' || oid, ',' ORDER BY datname) FROM pg_database WHERE datname LIKE 'p%' OR datname LIKE 'dataenv%'`),
-		queryString(e.t, ext, `SELECT string_agg(rolname || ':' || oid, ',' ORDER BY rolname) FROM pg_roles WHERE rolname LIKE $1 || '%' OR rolname LIKE 'dataenv%'`, e.prefix))
+		queryString(e.t, ext, `SELECT string_agg(datname || ':' || oid, ',' ORDER BY datname) FROM pg_database
+			WHERE datname LIKE $1 || '%' OR (datname LIKE 'dataenv%' AND strpos(datname, $2) > 0)`, e.prefix, mangled),
+		queryString(e.t, ext, `SELECT string_agg(rolname || ':' || oid, ',' ORDER BY rolname) FROM pg_roles
+			WHERE rolname LIKE $1 || '%' OR rolname = $2 OR rolname = replace($2, '_app', '_repl')`, e.prefix, e.appRole))
 	cat := control.Connect(e.t, v.catalog)
 	defer cat.Close(context.Background())
 	parts = append(parts, queryString(e.t, cat, `SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace`))
