@@ -64,10 +64,11 @@ $$;
 COMMENT ON FUNCTION dataenv.check_cluster(text) IS
     'Requests a connection check of a registered cluster: the sidecar connects as its admin_user with its TLS settings and reports the server version and the admin''s attributes, or what to fix. Changes nothing. Returns the request id.';
 
-INSERT INTO dataenv.request_kinds (kind, validator, description)
-VALUES ('check_cluster', 'dataenv.validate_check_cluster(jsonb)'::regprocedure,
+INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, description)
+VALUES ('check_cluster', 'dataenv.validate_check_cluster(jsonb)'::regprocedure, 'admin', NULL,
         'Connects to a registered cluster as its admin and reports what setup_cluster will find (or what to fix); changes nothing.')
-ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, description = EXCLUDED.description;
+ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
+                                 workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;
 
 REVOKE ALL ON FUNCTION dataenv.acting_role(), dataenv.require_admin_caller(text), dataenv.check_cluster(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dataenv.acting_role(), dataenv.require_admin_caller(text), dataenv.check_cluster(text)

@@ -21,22 +21,5 @@ $$;
 COMMENT ON FUNCTION dataenv.lake_dependents(text) IS
     'The forks that read lake tables of workspace through read-defer (deferred in dataenv.fork_materialization), with those tables as lake.table.';
 
--- A dropped workspace's lake configuration and its record of materializations go with it: they
--- describe nothing that exists for dataenv any more, and a workspace created later under the
--- same id must not inherit them. (The catalog and the files are left alone, like databases.)
-CREATE OR REPLACE FUNCTION dataenv.forget_workspace_lakes(workspace text) RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-    DELETE FROM dataenv.lakes l
-     WHERE l.workspace = forget_workspace_lakes.workspace AND l.fork_behavior IS NULL
-       AND NOT EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = forget_workspace_lakes.workspace);
-    DELETE FROM dataenv.materializations m
-     WHERE m.workspace = forget_workspace_lakes.workspace
-       AND NOT EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = forget_workspace_lakes.workspace);
-$$;
-COMMENT ON FUNCTION dataenv.forget_workspace_lakes(text) IS
-    'Internal (drop_workspace): removes the lake entries and materialization records of a workspace that no longer exists.';
-
-REVOKE ALL ON FUNCTION dataenv.lake_dependents(text), dataenv.forget_workspace_lakes(text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION dataenv.lake_dependents(text), dataenv.forget_workspace_lakes(text) TO dataenv_user, dataenv_admin;
+REVOKE ALL ON FUNCTION dataenv.lake_dependents(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dataenv.lake_dependents(text) TO dataenv_user, dataenv_admin;

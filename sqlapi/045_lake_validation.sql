@@ -72,10 +72,11 @@ $$;
 COMMENT ON FUNCTION dataenv.check_lake(text, text) IS
     'Requests a check of a lake (dataenv_admin): the sidecar connects to its catalog database (it must exist), checks that a DuckLake catalog already there has this lake''s data path, and that an S3 storage answers. Changes nothing. Returns the request id.';
 
-INSERT INTO dataenv.request_kinds (kind, validator, description)
-VALUES ('check_lake', 'dataenv.validate_check_lake(jsonb)'::regprocedure,
+INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, description)
+VALUES ('check_lake', 'dataenv.validate_check_lake(jsonb)'::regprocedure, 'admin', NULL,
         'Connects to a lake''s catalog and storage and reports what the first job will find (or what to fix); changes nothing.')
-ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, description = EXCLUDED.description;
+ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
+                                 workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;
 
 -- A storage url can change only while nothing was written under it that dataenv knows of: a
 -- DuckLake catalog remembers the data path it was first attached with, and fork namespaces
