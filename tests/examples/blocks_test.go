@@ -102,7 +102,7 @@ func script(blocks []block) string {
 		s.WriteString("\\set ON_ERROR_STOP on\n")
 		s.WriteString(`SELECT coalesce(bool_or(w.status <> 'succeeded'), false) AS doctest_request_failed,
        coalesce(string_agg(r.kind || ' ' || w.status || ': ' || coalesce(w.error, ''), ' / '), 'none') AS doctest_requests
-  FROM dataenv.requests r CROSS JOIN LATERAL dataenv.wait(r.id, '10 min') w
+  FROM dataenv.requests r CROSS JOIN LATERAL dataenv.wait(r.id, '5 min') w
  WHERE r.created_at >= :'doctest_t0' \gset
 `)
 		if b.Mode == modeRun {

@@ -32,7 +32,20 @@ func startDev(t *testing.T) *devtest.Process {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), ".dataenv")
 	t.Cleanup(func() { devtest.RemoveRelocated(dir) })
-	return devtest.Start(t, dir, "--http-addr", "127.0.0.1:0")
+	// info: a request that never runs shows why in the sidecar's log, printed when a test fails.
+	p := devtest.Start(t, dir, "--http-addr", "127.0.0.1:0", "--log-level", "info")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("dataenv dev output:\n%s", tail(p.Out.String(), 200))
+		}
+	})
+	return p
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 var unfinished = regexp.MustCompile(`(?m)^\s*(failed|cancelled|pending|running)\s+\|`)
