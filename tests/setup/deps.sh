@@ -10,6 +10,9 @@
 #     started nor enabled)
 #   - versitygw v1.8.0, the S3 server the tests run (go install, into $(go env GOPATH)/bin)
 #   - the DuckDB extensions (hook: runner/scripts/install-extensions.sh)
+#   - debootstrap, and the Debian roots the test matrix runs PostgreSQL 17 and 18 from
+#     (tests/setup/pgroots.sh: .deps/pg/N, prepared once and reused; DATAENV_PG_ROOT_VERSIONS
+#     chooses the versions, empty for none)
 # Idempotent, and silent when everything is present. `apt-get update` runs only when a package is
 # missing. Needs root (or sudo) only to install packages.
 set -euo pipefail
@@ -49,6 +52,9 @@ command -v pgrep >/dev/null || pkgs+=(procps)              # sidecar/procguard k
 command -v g++ >/dev/null || pkgs+=(g++)                    # cgo build of dataenv-runner (DuckDB)
 command -v pip3 >/dev/null || pkgs+=(python3-pip)           # DuckDB extension wheels from PyPI
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || pkgs+=(ca-certificates)  # go install over HTTPS
+if [[ -n "${DATAENV_PG_ROOT_VERSIONS-17 18}" ]]; then                    # PostgreSQL 17/18 roots
+  command -v debootstrap >/dev/null || [[ -x /usr/sbin/debootstrap ]] || pkgs+=(debootstrap)
+fi
 
 if (( ${#pkgs[@]} )); then
   command -v apt-get >/dev/null || { say "missing ${pkgs[*]} and no apt-get: install them by hand"; exit 1; }
@@ -97,3 +103,6 @@ fi
 if [[ -f "$REPO/runner/scripts/install-extensions.sh" ]]; then
   bash "$REPO/runner/scripts/install-extensions.sh"
 fi
+
+# --- PostgreSQL 17 and 18 for the test matrix (Debian roots under .deps/pg) ----------------------
+bash "$REPO/tests/setup/pgroots.sh"
