@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -31,6 +32,26 @@ func (f TLSFiles) ServerSettings() map[string]string {
 		"ssl_cert_file": "'" + filepath.Join(f.Dir, "server.crt") + "'",
 		"ssl_key_file":  "'" + filepath.Join(f.Dir, "server.key") + "'",
 	}
+}
+
+// ServerFiles are the certificate and key for localpg.Config.Files (written into the data
+// directory), with DataDirSettings: what serves TLS from a cluster in a root too, whose server
+// cannot see Dir.
+func (f TLSFiles) ServerFiles() map[string][]byte {
+	files := map[string][]byte{}
+	for _, name := range []string{"server.crt", "server.key"} {
+		b, err := os.ReadFile(filepath.Join(f.Dir, name))
+		if err != nil {
+			panic(fmt.Sprintf("testenv: TLS file %s: %v", name, err))
+		}
+		files[name] = b
+	}
+	return files
+}
+
+// DataDirSettings are ServerSettings naming the files ServerFiles puts in the data directory.
+func (f TLSFiles) DataDirSettings() map[string]string {
+	return map[string]string{"ssl": "on", "ssl_cert_file": "'server.crt'", "ssl_key_file": "'server.key'"}
 }
 
 // NewTLSFiles makes a CA and a server certificate for 127.0.0.1 and localhost.
