@@ -40,6 +40,9 @@ type Config struct {
 	// the root's own postgres user (or DATAENV_PG_USER): when this process is root, through
 	// chroot and setuid; otherwise in a user namespace that maps the caller to that user
 	// (unprivileged user namespaces must be allowed). Clients reach it over 127.0.0.1 as usual.
+	// When the root holds a symbolic link at its own absolute path pointing to "/" (as
+	// tests/setup/pgroots.sh makes), the server is given this machine's paths, so that what it
+	// reports (data_directory, say) names the same files here; otherwise paths relative to Root.
 	Root string
 	// Settings are extra postgresql.conf settings, written at initdb time (name = value; values
 	// are written as given, quote strings yourself).

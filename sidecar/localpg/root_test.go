@@ -55,6 +55,10 @@ func throwawayInRoot(t *testing.T, srv testenv.PGServer) {
 	if got := queryString(t, c, "SELECT current_setting('server_version_num')"); !strings.HasPrefix(got, fmt.Sprint(srv.Major)) {
 		t.Fatalf("server_version_num %s, want %d", got, srv.Major)
 	}
+	// The roots of tests/setup/pgroots.sh are self-linked: the server names this machine's paths.
+	if got := queryString(t, c, "SELECT current_setting('data_directory')"); got != c.DataDir {
+		t.Fatalf("the server's data_directory is %s, want %s", got, c.DataDir)
+	}
 	if got := queryString(t, c, "SELECT pg_read_file('hello.txt')"); got != "hi" {
 		t.Fatalf("Config.Files: hello.txt holds %q", got)
 	}

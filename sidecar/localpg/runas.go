@@ -24,6 +24,9 @@ type runAs struct {
 	uid, gid uint32 // the server's identity, as Root's /etc/passwd (or the host's) names it
 	setuid   bool   // the caller is root: switch to uid/gid
 	root     string // "" or an absolute, symlink-free directory to chroot into
+	// selfLinked: the root holds a link at its own path to "/", so a path of this machine
+	// under the root names the same file inside it (tests/setup/pgroots.sh makes one).
+	selfLinked bool
 }
 
 // resolveRunAs picks the identity for cfg: $DATAENV_PG_USER or postgres, looked up in the
@@ -50,6 +53,9 @@ func resolveRunAs(cfg Config) (*runAs, error) {
 			root, name, err)
 	}
 	r := &runAs{name: name, uid: uid, gid: gid, setuid: os.Geteuid() == 0, root: root}
+	if target, err := os.Readlink(filepath.Join(root, root)); err == nil && target == "/" {
+		r.selfLinked = true
+	}
 	if !r.setuid {
 		if err := userNamespacesAllowed(); err != nil {
 			return nil, fmt.Errorf("localpg: running PostgreSQL from the root %s needs root "+
@@ -147,11 +153,11 @@ func (r *runAs) command(ctx context.Context, dir, bin string, args ...string) *e
 	return cmd
 }
 
-// inner is a path of this machine as the server sees it: the same path without a root, the
-// path under the root with one. Paths outside the root are returned unchanged (the server
-// cannot see them; prepareDir refuses such directories).
+// inner is a path of this machine as the server sees it: the same path without a root or with a
+// self-linked one, the path under the root otherwise. Paths outside the root are returned
+// unchanged (the server cannot see them; prepareDir refuses such directories).
 func (r *runAs) inner(p string) string {
-	if r.root == "" {
+	if r.root == "" || r.selfLinked {
 		return p
 	}
 	rel, err := filepath.Rel(r.root, p)
@@ -163,7 +169,7 @@ func (r *runAs) inner(p string) string {
 
 // outer is the inverse of inner: a path the server reports, as a path of this machine.
 func (r *runAs) outer(p string) string {
-	if r.root == "" || !filepath.IsAbs(p) {
+	if r.root == "" || r.selfLinked || !filepath.IsAbs(p) {
 		return p
 	}
 	return filepath.Join(r.root, p)

@@ -8,6 +8,9 @@
 #           machine through the root's own dynamic loader and libraries (no chroot: they see this
 #           machine's files), for the sidecar's --pg-tools-dirs
 #   ready   written last: the recipe, the suite and the package version
+# Inside each root, a symbolic link at the root's own absolute path points to "/": a path of this
+# machine under the root then names the same file inside it, so the server and this machine agree
+# on paths such as the data directory (localpg uses them as they are when the link is there).
 # A directory without `ready` (an interrupted run) is removed and prepared again; `ready` from an
 # older RECIPE too. Idempotent and silent when everything is there. Needs root (or sudo) for
 # debootstrap and chroot. Versions: $DATAENV_PG_ROOT_VERSIONS (default "17 18"); the Debian
@@ -15,10 +18,10 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-DIR="${DATAENV_PG_ROOTS:-$REPO/.deps/pg}"
+DIR="$(realpath -m "${DATAENV_PG_ROOTS:-$REPO/.deps/pg}")" # absolute, no symlinks: see the link below
 MIRROR="${DATAENV_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 read -r -a VERSIONS <<<"${DATAENV_PG_ROOT_VERSIONS-17 18}"
-RECIPE=1 # bump when the steps below change: roots prepared by an older recipe are redone
+RECIPE=2 # bump when the steps below change: roots prepared by an older recipe are redone
 
 say() { echo "pgroots: $*" >&2; }
 
@@ -95,6 +98,7 @@ build() {
       DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 sh -c "apt-get update -q &&
         apt-get install -y -q -o Dpkg::Options::=--force-confold postgresql-$2 &&
         apt-get clean && rm -rf /var/lib/apt/lists/*"' sh "$tmp/root" "$v"
+  as_root sh -c 'mkdir -p "$1$(dirname "$2")" && ln -sfn / "$1$2"' sh "$tmp/root" "$DIR/$v/root"
   as_root chroot "$tmp/root" "/usr/lib/postgresql/$v/bin/postgres" --version | grep -q "(PostgreSQL) $v\." ||
     { say "postgres $v does not run in $tmp/root"; return 1; }
 
