@@ -31,8 +31,9 @@ type PGOptions struct {
 	Version int
 }
 
-// localConfig is the localpg configuration for opts: the version's binaries or root.
-func (o PGOptions) localConfig() (localpg.Config, error) {
+// LocalConfig is the localpg configuration StartPostgres uses for opts: the version's binaries or
+// root (for a test that starts a cluster through localpg itself).
+func (o PGOptions) LocalConfig() (localpg.Config, error) {
 	cfg := localpg.Config{Name: o.Name, Settings: o.Settings, Logger: o.Logger}
 	v, err := o.version()
 	if err != nil || v == 0 {
@@ -100,7 +101,7 @@ func StartPostgres(ctx context.Context, opts PGOptions) (*Postgres, error) {
 }
 
 func startLocalPostgres(ctx context.Context, opts PGOptions) (*Postgres, error) {
-	cfg, err := opts.localConfig()
+	cfg, err := opts.LocalConfig()
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func StartTLSOnlyCluster(t testing.TB, name string) *TLSOnlyCluster {
 	t.Helper()
 	ctx := context.Background()
 	c := &TLSOnlyCluster{TLS: NewTLSFiles(t), Admin: "tls_admin", AdminPassword: "tls-admin-pw"}
-	cfg, err := PGOptions{Name: name, Settings: c.TLS.DataDirSettings(), Logger: defaultLogger()}.localConfig()
+	cfg, err := PGOptions{Name: name, Settings: c.TLS.ServerSettings(), Logger: defaultLogger()}.LocalConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
