@@ -25,6 +25,9 @@ type PGOptions struct {
 	Settings map[string]string
 	// Logger receives start/stop events. Default: discard, or stderr when DATAENV_TEST_VERBOSE=1.
 	Logger *slog.Logger
+	// Dir is the cluster's directory (must not exist or be empty; inside the version's root when
+	// it runs from one). Default: a new temporary directory.
+	Dir string
 	// Version is the PostgreSQL major version to start. 0: $DATAENV_TEST_PG_VERSION, else the
 	// machine's own. A version the machine does not carry runs from the root
 	// tests/setup/pgroots.sh prepared (FindPGServer); without one, StartPostgres fails.
@@ -34,7 +37,7 @@ type PGOptions struct {
 // LocalConfig is the localpg configuration StartPostgres uses for opts: the version's binaries or
 // root (for a test that starts a cluster through localpg itself).
 func (o PGOptions) LocalConfig() (localpg.Config, error) {
-	cfg := localpg.Config{Name: o.Name, Settings: o.Settings, Logger: o.Logger}
+	cfg := localpg.Config{Name: o.Name, Settings: o.Settings, Logger: o.Logger, Dir: o.Dir}
 	v, err := o.version()
 	if err != nil || v == 0 {
 		return cfg, err

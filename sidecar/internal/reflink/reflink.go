@@ -13,6 +13,7 @@
 package reflink
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -69,7 +70,7 @@ func checkXFS(path string) error {
 	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), xfsIocFSGeometryV1, uintptr(unsafe.Pointer(&geom[0]))); errno != 0 {
 		return fmt.Errorf("%s is on XFS, and its geometry (reflink or not) cannot be read: %w", path, errno)
 	}
-	flags := *(*uint32)(unsafe.Pointer(&geom[xfsGeomFlagsOffset]))
+	flags := binary.NativeEndian.Uint32(geom[xfsGeomFlagsOffset:])
 	if flags&xfsGeomFlagReflink == 0 {
 		return fmt.Errorf("%s is on XFS made without reflink (mkfs.xfs -m reflink=1), which cannot clone files", path)
 	}

@@ -65,7 +65,7 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	defer job.dst.Close()
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
 	if it.Method == MethodDump {
-		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump of %s into %s", it.ParentDatabase, it.Database))
+		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s", job.tools.Version, job.tools.Dir, it.ParentDatabase, it.Database))
 		job.progress = func(b, n int64) {
 			request.Report(ctx, rep, step, "progress", fmt.Sprintf("%s streamed, %d objects restored", humanBytes(b), n))
 		}
