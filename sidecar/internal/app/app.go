@@ -34,7 +34,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, HTTPAddr: cfg.HTTPAddr,
+	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, HTTPAddr: cfg.HTTPAddr, HTTPListener: cfg.HTTPListener,
 		Concurrency: cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
 		Registry: kinds, Metrics: m, Gatherer: reg})
 }
