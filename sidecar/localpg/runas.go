@@ -245,7 +245,7 @@ func (r *runAs) checkTraversable(dir string) error {
 // Reachable reports, as a clear error, when the user initdb and postgres run as (postgres, when
 // this process is root) cannot reach dir: a parent directory such as a 0700 home directory.
 func Reachable(dir string) error {
-	ra, err := resolveRunAs()
+	ra, err := resolveRunAs(Config{})
 	if err != nil {
 		return err
 	}
