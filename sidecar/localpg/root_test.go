@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/localpg"
+	"github.com/dataenv/dataenv/sidecar/procguard"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
@@ -55,9 +56,14 @@ func throwawayInRoot(t *testing.T, srv testenv.PGServer) {
 	if got := queryString(t, c, "SELECT current_setting('server_version_num')"); !strings.HasPrefix(got, fmt.Sprint(srv.Major)) {
 		t.Fatalf("server_version_num %s, want %d", got, srv.Major)
 	}
-	// The roots of tests/setup/pgroots.sh are self-linked: the server names this machine's paths.
-	if got := queryString(t, c, "SELECT current_setting('data_directory')"); got != c.DataDir {
-		t.Fatalf("the server's data_directory is %s, want %s", got, c.DataDir)
+	// A self-linked root (tests/setup/pgroots.sh makes them so) gives the server this machine's
+	// paths; elsewhere (the roots seen at another path) it names paths inside the root.
+	want := c.DataDir
+	if target, err := os.Readlink(filepath.Join(srv.Root, srv.Root)); err != nil || target != "/" {
+		want = strings.TrimPrefix(c.DataDir, srv.Root)
+	}
+	if got := queryString(t, c, "SELECT current_setting('data_directory')"); got != want {
+		t.Fatalf("the server's data_directory is %s, want %s", got, want)
 	}
 	if got := queryString(t, c, "SELECT pg_read_file('hello.txt')"); got != "hi" {
 		t.Fatalf("Config.Files: hello.txt holds %q", got)
@@ -126,7 +132,14 @@ func TestRootClusterWithoutPrivileges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	// Never recursive: the roots are mounted inside until the guard below detaches them.
+	t.Cleanup(func() {
+		for _, p := range []string{filepath.Join(dir, "localpg.test"), filepath.Join(dir, "pg"), dir} {
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+				t.Errorf("remove %s: %v", p, err)
+			}
+		}
+	})
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -138,9 +151,24 @@ func TestRootClusterWithoutPrivileges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// nobody may not be able to reach the repository (a clone under a 0700 home): the roots are
+	// bind-mounted where it can, which also leaves them without their self-link at that path.
+	view := filepath.Join(dir, "pg")
+	if err := os.Mkdir(view, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	guard, err := procguard.StartUnmounting(0, []string{view})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "--bind", roots, view).CombinedOutput(); err != nil {
+		_ = guard.Disarm()
+		t.Fatalf("bind-mount the roots: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = guard.Fire() }) // before dir is removed: cleanups run last first
 	cmd := exec.CommandContext(t.Context(), bin, "-test.run", "^TestRootCluster$", "-test.v")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "HOME="+dir, testenv.PGRootsEnv+"="+roots)
+	cmd.Env = append(os.Environ(), "HOME="+dir, testenv.PGRootsEnv+"="+view)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestRootCluster") {

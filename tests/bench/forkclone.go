@@ -46,6 +46,9 @@ type cloneBench struct {
 	appRole string
 	fs      *testenv.LoopFS
 	name    string // the cluster's name in the control database
+	// templates: also time the TEMPLATE copies (WAL_LOG, the fork without clone), which do not
+	// depend on the file system's cloning and take most of the time: on the first one only.
+	templates bool
 }
 
 // cloneFileSystems are the file systems that clone, each measured on its own cluster.
@@ -84,7 +87,7 @@ func cloneBenchOn(ctx context.Context, env *Env, fb *forkBench, srv testenv.PGSe
 	if err != nil {
 		return nil, err.Error(), nil
 	}
-	cb := &cloneBench{fb: fb, env: env, fs: fs, name: name}
+	cb := &cloneBench{fb: fb, env: env, fs: fs, name: name, templates: n == 0}
 	defer cb.close()
 	if err := cb.start(ctx, srv); err != nil {
 		return nil, "", err
@@ -186,14 +189,17 @@ func (cb *cloneBench) measure(ctx context.Context, i int, label string, rows, re
 			return row, err
 		}
 		rc = append(rc, d)
-		if d, err = cb.raw(ctx, "bench_clone_raw", "TEMPLATE "+db, false); err != nil {
-			return row, err
-		}
-		rt = append(rt, d)
 		if d, err = cb.raw(ctx, "bench_clone_raw", "", false); err != nil {
 			return row, err
 		}
 		re = append(re, d)
+		if !cb.templates {
+			continue
+		}
+		if d, err = cb.raw(ctx, "bench_clone_raw", "TEMPLATE "+db, false); err != nil {
+			return row, err
+		}
+		rt = append(rt, d)
 		if err := cb.super(ctx, "postgres", `REVOKE pg_read_all_settings FROM `+cb.admin); err != nil {
 			return row, err
 		}
@@ -206,8 +212,10 @@ func (cb *cloneBench) measure(ctx context.Context, i int, label string, rows, re
 			return row, err
 		}
 	}
-	row.ForkClone, row.ForkTemplate = medianDuration(fc), medianDuration(ft)
-	row.RawClone, row.RawTemplate, row.RawEmpty = medianDuration(rc), medianDuration(rt), medianDuration(re)
+	row.ForkClone, row.RawClone, row.RawEmpty = medianDuration(fc), medianDuration(rc), medianDuration(re)
+	if cb.templates {
+		row.ForkTemplate, row.RawTemplate = medianDuration(ft), medianDuration(rt)
+	}
 	return row, nil
 }
 
@@ -293,16 +301,27 @@ func renderClone(b *strings.Builder, rows []CloneRow, skipped map[string]string,
 		}
 		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.FS, r.Label, humanSize(r.ParentBytes), ms(r.ForkClone), ms(r.RawClone),
 			ms(r.RawEmpty), ratio(float64(r.ForkClone), float64(r.RawEmpty)), ratio(float64(r.ForkClone), float64(base.ForkClone)),
-			ms(r.RawTemplate), ms(r.ForkTemplate))
+			msOrDash(r.RawTemplate), msOrDash(r.ForkTemplate))
 	}
 	w("\nMethods the sidecar reported: ")
 	for i, r := range rows {
 		if i > 0 {
 			w("; ")
 		}
-		w("%s %s: %s with pg_read_all_settings, %s without", r.FS, r.Label, r.ForkCloneMethod, r.ForkTemplateMethod)
+		w("%s %s: %s with pg_read_all_settings", r.FS, r.Label, r.ForkCloneMethod)
+		if r.ForkTemplateMethod != "" {
+			w(", %s without", r.ForkTemplateMethod)
+		}
 	}
 	w(".\n\n%s", cloneMethod)
+}
+
+// msOrDash is ms, or a dash for an operation not measured.
+func msOrDash(d time.Duration) string {
+	if d == 0 {
+		return "—"
+	}
+	return ms(d)
 }
 
 func humanSize(b int64) string {
@@ -326,4 +345,6 @@ rename, the registry and the workspace commit). TEMPLATE without clone is the de
 strategy, which reads and logs every block: it grows with the parent. The sidecar clones only
 where it checked that it can (PostgreSQL 18+, data_directory readable and on a file system that
 clones); the TEMPLATE fork column is the same parent once the admin lost pg_read_all_settings.
+The TEMPLATE columns are measured on the first file system only (they do not clone, and take most
+of the suite's time).
 `
