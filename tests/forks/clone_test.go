@@ -67,6 +67,7 @@ func TestFullCopyClonesOnPostgreSQL18(t *testing.T) {
 	parent := f.parentDB("p", 200)
 	ws, fork := wsID("ws"), wsID("fork")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, parent)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, parent)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 's', $2, $3)`, ws, f.name, parent)
 
@@ -118,6 +119,7 @@ func TestFullCopyOnExt4DoesNotClone(t *testing.T) {
 	parent := f.parentDB("p", 20)
 	ws, fork := wsID("ws"), wsID("fork")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, parent)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, parent)
 	r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "full_copy"}')`, ws, fork))
 	var res forkResult
