@@ -113,7 +113,7 @@ func TestSecretsAreNotReadableByUsers(t *testing.T) {
 // TestLibpqEnvironmentRunsPgDump: the env for libpq tools reaches the database (pg_dump).
 func TestLibpqEnvironmentRunsPgDump(t *testing.T) {
 	t.Parallel()
-	pgDump := pgDumpPath()
+	pgDump := pgDumpFor(t, external.Major)
 	f := newFixture(t)
 	f.setup()
 	db := f.prefix + "dumped"

@@ -51,7 +51,9 @@ type planItem struct {
 	Database       string `json:"database"`        // what the fork's entry names
 	ParentDatabase string `json:"parent_database"` // what the parent resolved to
 	Method         string `json:"method,omitempty"`
-	Status         string `json:"status,omitempty"`
+	// CloneUnavailable says why a full_copy of an idle parent was not a reflink clone.
+	CloneUnavailable string `json:"clone_unavailable,omitempty"`
+	Status           string `json:"status,omitempty"`
 }
 
 // ForkResult is the result of a create_fork request.
