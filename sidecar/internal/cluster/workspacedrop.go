@@ -162,3 +162,9 @@ func (a *Admin) DropWorkspaceRoles(ctx context.Context, workspace string, rep re
 	}
 	return errors.Join(errs...)
 }
+
+// CleanupFork drops the roles of a dropped fork (DropWorkspaceRoles): the workspaces area's
+// ForkCleaner, run by drop_fork and by create_fork before an id is used again.
+func (a *Admin) CleanupFork(ctx context.Context, workspace string, rep request.Reporter) error {
+	return a.DropWorkspaceRoles(ctx, workspace, rep)
+}
