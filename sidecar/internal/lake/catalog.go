@@ -35,9 +35,9 @@ type catalogs struct {
 	clusters  Clusters
 	workspace string
 	conns     map[string]catalogConn
-	libpqs   []*cluster.Libpq
-	secrets  []string
-	setup    []string
+	libpqs    []*cluster.Libpq
+	secrets   []string
+	setup     []string
 	// certDirs hold root certificate files the runner must read (bound into a jail).
 	certDirs []string
 }
