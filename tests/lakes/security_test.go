@@ -348,3 +348,54 @@ func (c *tcpCounter) count() int {
 	defer c.mu.Unlock()
 	return c.n
 }
+
+// The attack of issue 11: the owner of a catalog database dataenv created (its application role,
+// which owns public there through pg_database_owner) replaces public.ducklake_metadata by a view
+// calling a function of its own before the lake is first attached. The attach runs it, as the
+// job's workspace role; nothing privileged does.
+func TestCatalogOwnerCannotEscalate(t *testing.T) {
+	e := newEnv(t)
+	storageKinds[0].setup(t, e)
+	e.startSidecar()
+	app := e.setupInstance()
+	cat := strings.TrimSuffix(pg.NamePrefix(t), "_") + "cat"
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.create_database('instance', $1)`, cat).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if row := e.wait(id); row.Status != "succeeded" {
+		t.Fatalf("create_database: %s %s", row.Status, deref(row.Error))
+	}
+	e.workspace("prod", "")
+	url := queryString(t, e.conn, `SELECT url FROM dataenv.storage_info WHERE name = 'st'`)
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, cat)
+	// The owner makes the lake (so its tables are the owner's), then swaps its metadata table.
+	appPW := queryString(t, e.conn, `SELECT app_password FROM dataenv.cluster_secrets WHERE cluster = 'instance'`)
+	runOutside(t, fmt.Sprintf("ATTACH 'ducklake:postgres:%s' AS l (DATA_PATH '%s/lakes/main/'); CREATE TABLE l.t AS SELECT 1 AS x",
+		pg.DSNAs(app, appPW, cat), strings.TrimPrefix(url, "file://")))
+	owner := pg.ConnectAs(t, app, appPW, cat)
+	mustExec(t, owner, trojanSQL("public", true)+`ALTER TABLE public.ducklake_metadata RENAME TO ducklake_metadata_real;
+		CREATE VIEW public.ducklake_metadata AS SELECT * FROM public.ducklake_metadata_real WHERE public.trojan()`)
+	if got := e.run("prod", attachMain+"SELECT x FROM dl.t").rowsText(); got != "1" {
+		t.Fatalf("the lake through the planted view: %s", got)
+	}
+	rows, err := owner.Query(context.Background(), `SELECT DISTINCT who FROM public.trojan_log`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(who) == 0 {
+		t.Fatal("the attach never read the planted view")
+	}
+	for _, w := range who {
+		if !strings.HasPrefix(w, names.WorkspaceRolePrefix) {
+			t.Errorf("the planted function ran as %s", w)
+		}
+	}
+	if queryString(t, owner, `SELECT count(*)::text FROM pg_roles WHERE rolsuper AND rolname LIKE 'dataenv%'`) != "0" {
+		t.Fatal("a dataenv role became a superuser")
+	}
+}
