@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/sidecar/names"
 )
@@ -79,7 +80,7 @@ func (a *Admin) handleSetup(ctx context.Context, req *request.Request, rep reque
 		return nil, err
 	}
 	res, err := a.Setup(ctx, args.Cluster, rep)
-	a.countSideEffect("setup_cluster", res != nil && res.Changed, err)
+	a.countSideEffect(metrics.OpSetupCluster, res != nil && res.Changed, err)
 	if err != nil {
 		a.log.Info("cluster setup did not succeed", "cluster", args.Cluster, "refused", request.IsRefused(err), "error", err.Error())
 		return nil, err
@@ -146,12 +147,12 @@ func (l *Locked) setup(ctx context.Context) (*SetupResult, error) {
 // in the application role, reporting each step through add.
 func (l *Locked) setupRoles(ctx context.Context, conn *pgx.Conn, admin adminRole, add func(StepResult)) error {
 	c := l.cluster
-	app, err := l.convergeRole(ctx, conn, managedRole{name: c.AppRole, secret: "app"})
+	app, err := l.convergeManagedRole(ctx, conn, managedRole{name: c.AppRole, secret: "app"})
 	if err != nil {
 		return err
 	}
 	add(app)
-	repl, err := l.convergeRole(ctx, conn, managedRole{name: c.ReplicationRole, secret: "replication",
+	repl, err := l.convergeManagedRole(ctx, conn, managedRole{name: c.ReplicationRole, secret: "replication",
 		replication: true, canReplicate: admin.canGrantReplication()})
 	if err != nil {
 		return err
@@ -183,15 +184,16 @@ type managedRole struct {
 type roleState struct {
 	exists, login, replication bool
 	comment                    string
+	oid                        uint32
 }
 
 const roleStateSQL = `
-SELECT r.rolcanlogin, r.rolreplication, coalesce(pg_catalog.shobj_description(r.oid, 'pg_authid'), '')
+SELECT r.rolcanlogin, r.rolreplication, coalesce(pg_catalog.shobj_description(r.oid, 'pg_authid'), ''), r.oid
   FROM pg_catalog.pg_roles r WHERE r.rolname = $1`
 
 func readRoleState(ctx context.Context, q querier, name string) (roleState, error) {
 	s := roleState{exists: true}
-	err := q.QueryRow(ctx, roleStateSQL, name).Scan(&s.login, &s.replication, &s.comment)
+	err := q.QueryRow(ctx, roleStateSQL, name).Scan(&s.login, &s.replication, &s.comment, &s.oid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return roleState{}, nil
 	}

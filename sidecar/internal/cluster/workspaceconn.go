@@ -175,3 +175,19 @@ func (a *Admin) ForgetWorkspaceRoles() {
 	defer a.roleCache.mu.Unlock()
 	a.roleCache.m = nil
 }
+
+// BoundWorkspaceLibpq is WorkspaceLibpq for a database reached through a workspace's binding (a
+// datatable, a lake catalog): the database is checked with CheckBindable first, under the same
+// lock.
+func (a *Admin) BoundWorkspaceLibpq(ctx context.Context, cluster, workspace, database string) (*Libpq, error) {
+	var lp *Libpq
+	err := a.WithLifecycleLock(ctx, cluster, nil, func(ctx context.Context, l *Locked) error {
+		if err := l.CheckBindable(ctx, database); err != nil {
+			return err
+		}
+		var err error
+		lp, err = l.WorkspaceLibpq(ctx, workspace, database)
+		return err
+	})
+	return lp, err
+}

@@ -64,9 +64,13 @@ SELECT o.kind, o.schema, o.name, o.priv,
 // privileges the workspace role holds directly and the application role no longer does are
 // revoked. The admin must be able to grant them (it is a member of the application role, which
 // owns the databases dataenv creates; on other databases it owns the objects, is a superuser or
-// holds the privileges WITH GRANT OPTION). Refused when the cluster has no application role (set
-// it up first).
+// holds the privileges WITH GRANT OPTION). Refused for a database no binding may reach
+// (CheckBindable: a template, a database holding a dataenv installation), and when the cluster
+// has no application role (set it up first).
 func (l *Locked) GrantDatatable(ctx context.Context, workspace, database string) (*WorkspaceRole, error) {
+	if err := l.CheckBindable(ctx, database); err != nil {
+		return nil, err
+	}
 	role, err := l.EnsureWorkspaceRole(ctx, workspace)
 	if err != nil {
 		return nil, err

@@ -86,6 +86,9 @@ func (a *Access) Grant(ctx context.Context, ns Namespace, workspace, access stri
 
 func (a *Access) grantLocked(ctx context.Context, l *cluster.Locked, ns Namespace, role *cluster.WorkspaceRole, access string) (bool, error) {
 	workspace := role.Workspace
+	if err := l.CheckBindable(ctx, ns.Lake.CatalogDatabase); err != nil {
+		return false, err
+	}
 	if err := l.NoteWorkspaceDatabase(ctx, workspace, ns.Lake.CatalogDatabase); err != nil {
 		return false, err
 	}

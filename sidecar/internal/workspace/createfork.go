@@ -11,6 +11,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
 	"github.com/dataenv/dataenv/sidecar/internal/lock"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/sidecar/names"
 )
@@ -29,8 +30,6 @@ type createArgs struct {
 	SharedLakes []string          `json:"shared_lakes"`
 }
 
-// parseCreateArgs maps the args onto createArgs. Their rules (ids, modes, lake names) are
-// dataenv.validate_create_fork's, checked when the row was inserted; a row's args never change.
 // parseCreateArgs maps the args onto createArgs. Their rules (ids, modes, lake names) are
 // dataenv.validate_create_fork's, applied when the row was inserted; a row's args never change.
 func parseCreateArgs(req *request.Request) (createArgs, error) {
@@ -74,7 +73,7 @@ func (s *Service) handleCreateFork(ctx context.Context, req *request.Request, re
 		res, err = s.createFork(ctx, req, rep, args)
 		return err
 	})
-	s.count("create_fork", err == nil, err)
+	s.count(metrics.OpCreateFork, err == nil, err)
 	if err != nil {
 		s.log.Info("create_fork did not succeed", "fork", args.Fork, "parent", args.Parent, "error", err)
 		return nil, err
@@ -153,6 +152,14 @@ func (s *Service) plan(ctx context.Context, req *request.Request, args createArg
 	for name := range args.Datatables {
 		if !known[name] {
 			return nil, request.Refusef("create_fork: workspace %q has no datatable %q", args.Parent, name)
+		}
+	}
+	// A copy reads the parent's database as the cluster's admin: never one no binding may reach.
+	for _, it := range plan {
+		if it.Mode != ModeKeepOriginal {
+			if err := s.cfg.Clusters.CheckBindable(ctx, it.Cluster, it.ParentDatabase); err != nil {
+				return nil, fmt.Errorf("create_fork: datatable %q: %w", it.Datatable, err)
+			}
 		}
 	}
 	return plan, nil
