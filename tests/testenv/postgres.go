@@ -256,6 +256,12 @@ func (p *Postgres) DropRolesAtCleanup(t testing.TB, roles ...string) {
 	})
 }
 
+// DropRoles drops roles as DropRolesAtCleanup does, now (for a cleanup that finds the names when
+// it runs). Roles that do not exist are skipped.
+func (p *Postgres) DropRoles(ctx context.Context, roles ...string) error {
+	return p.dropRoles(ctx, roles...)
+}
+
 // NamePrefix returns a random prefix ("p<8 hex>_") for the databases and roles the code under
 // test creates. At the test's cleanup every database and role on this cluster whose name starts
 // with it is dropped.
