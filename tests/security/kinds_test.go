@@ -111,6 +111,12 @@ var kindCases = map[string]kindCase{
 	"run": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "sql": "ATTACH 'datatable://d' AS d; SELECT * FROM d.public.secrets_of_the_owner"}`, v.ws)
 	}},
+	"prepare_connection": {"workspace_member", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"workspace": %q}`, v.ws)
+	}},
+	"rotate_credentials": {"workspace_owner", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"workspace": %q}`, v.fork)
+	}},
 	"materialize": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "target": "ducklake://main/t", "query": "SELECT 666 AS overwritten", "strategy": "replace"}`, v.ws)
 	}},
