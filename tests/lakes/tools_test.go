@@ -127,6 +127,21 @@ func TestDuckDBScriptFromPython(t *testing.T) {
 	if r := e.run("prod", attachMain+"SELECT count(*) FROM duckdb_tables() WHERE table_name IN ('outside', 'evil')").rowsText(); r != "0" {
 		t.Fatalf("the parent got the script's tables: %s", r)
 	}
+	// The table Python wrote is the fork's own (recorded when dataenv looked at the namespace:
+	// the job above), and a fork of the fork defers to it.
+	if got := e.forkState("prod/dev", "outside"); got != "fork-materialized" {
+		t.Fatalf("fork_materialization of the table Python wrote: %q", got)
+	}
+	if st, msg := e.requestAs(m.conn, `SELECT dataenv.create_fork('prod/dev', 'prod/dev/sub')`); st != "succeeded" {
+		t.Fatalf("create_fork of the fork: %s %s", st, msg)
+	}
+	if got := e.forkState("prod/dev/sub", "outside"); got != "deferred prod/dev" {
+		t.Fatalf("the sub-fork's state of the table Python wrote: %q", got)
+	}
+	subScript := queryString(t, m.conn, `SELECT dataenv.duckdb_script('prod/dev/sub')`)
+	if got := runPythonDuckDB(t, subScript, `SELECT x FROM main_lake.outside`, `SELECT answer FROM main_lake.late`); strings.Join(got, "|") != "7|42" {
+		t.Fatalf("the sub-fork from Python: %v", got)
+	}
 	// A stranger's DuckDB gets nothing.
 	if got := execErr(t, e.stranger(), `SELECT dataenv.duckdb_script('prod/dev')`); !strings.Contains(got, "may not use workspace") {
 		t.Fatalf("stranger: %s", got)

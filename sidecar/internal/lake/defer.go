@@ -108,6 +108,13 @@ func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ances
 		byKey[ns.Key()] = n
 		nodes = append(nodes, n)
 	}
+	// Tables an ancestor's members wrote from their own DuckDB sessions are deferred to as well:
+	// recorded first (as the namespace's farthest workspace, whose namespace it is).
+	for _, n := range nodes {
+		if _, err := res.recordOutsideTables(ctx, n.NS, res.ws.ID, n.Workspaces[len(n.Workspaces)-1], n.Workspaces); err != nil {
+			res.note("ancestor %s: tables written outside dataenv not checked: %v", n.Workspaces[0], err)
+		}
+	}
 	return nodes, nil
 }
 

@@ -301,6 +301,9 @@ func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, i
 	if err := res.plan.addDir(ns, !hasOption(a.Options, "READ_ONLY")); err != nil {
 		return "", err
 	}
+	if err := res.recordOwnOutsideTables(ctx, ns); err != nil {
+		res.note("lake %s: tables written outside dataenv not checked: %v", name, err)
+	}
 	cc, err := res.cats.Conn(ctx, l.CatalogCluster, l.CatalogDatabase)
 	if err != nil {
 		return "", err
