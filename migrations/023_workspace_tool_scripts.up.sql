@@ -8,8 +8,10 @@
 CREATE TABLE dataenv.workspace_tool_scripts (
     workspace   text PRIMARY KEY REFERENCES dataenv.workspaces (id) ON DELETE CASCADE,
     script      text NOT NULL,
-    -- what the script attaches: [{"lake", "alias", "workspace", "read_only"}...]
-    attaches    jsonb NOT NULL DEFAULT '[]'::jsonb,
+    -- the same as settings (a dbt-duckdb profile): {"extensions", "secrets": [{"name", "cluster",
+    -- "host", "port", "user", "database"}], "attaches": [{"lake", "alias", "workspace",
+    -- "read_only", "path", "options"}], "use"}, without passwords
+    settings    jsonb NOT NULL DEFAULT '{}'::jsonb,
     prepared_at timestamptz NOT NULL DEFAULT now()
 );
 REVOKE ALL ON dataenv.workspace_tool_scripts FROM PUBLIC;

@@ -215,6 +215,35 @@ $$;
 COMMENT ON FUNCTION dataenv.duckdb_script(text) IS
     'Members of the workspace: DuckDB SQL to run first in a DuckDB session (CLI -init, Python execute, dbt-duckdb): secrets as the workspace''s managed role, then each lake attached under its name (the workspace''s own namespace, read-write) and every ancestor namespace its defer views read, READ_ONLY, under the aliases the views use. Holds the role''s password (and an S3 storage''s keys): keep it private. Refused to anyone else.';
 
+CREATE OR REPLACE FUNCTION dataenv.duckdb_settings(workspace text) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fn constant text := 'dataenv.duckdb_settings';
+    st jsonb;
+    secrets jsonb := '[]'::jsonb;
+    sec jsonb;
+    pw text;
+BEGIN
+    PERFORM dataenv.require_workspace_user(fn, workspace);
+    SELECT t.settings INTO st FROM dataenv.workspace_tool_scripts t WHERE t.workspace = duckdb_settings.workspace;
+    IF st IS NULL THEN
+        RAISE EXCEPTION '%: workspace % has no DuckDB settings yet', fn, to_json(workspace)::text
+            USING ERRCODE = '55000', HINT = format('Prepare it: SELECT dataenv.prepare_connection(%L);', workspace);
+    END IF;
+    FOR sec IN SELECT e FROM pg_catalog.jsonb_array_elements(coalesce(st->'secrets', '[]'::jsonb)) e LOOP
+        SELECT s.password INTO pw
+          FROM dataenv.current_workspace_role(workspace, sec->>'cluster') r
+          JOIN dataenv.workspace_role_secrets s ON s.cluster = r.cluster AND s.workspace = r.workspace;
+        secrets := secrets || pg_catalog.jsonb_build_array(sec || pg_catalog.jsonb_build_object('password', pw));
+    END LOOP;
+    RETURN pg_catalog.jsonb_set(st, '{secrets}', secrets);
+END
+$$;
+COMMENT ON FUNCTION dataenv.duckdb_settings(text) IS
+    'Members of the workspace: what duckdb_script does, as JSON (extensions, postgres secrets with the role''s password, attaches with path and options, the database to use), for tools that take settings rather than SQL, such as a dbt-duckdb profile (dataenv connect --dbt-profile). Refused to anyone else.';
+
 -- Requests.
 
 CREATE OR REPLACE FUNCTION dataenv.validate_prepare_connection(args jsonb) RETURNS void
@@ -270,9 +299,10 @@ ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUD
 REVOKE ALL ON FUNCTION dataenv.require_workspace_user(text, text), dataenv.duckdb_literal(text), dataenv.uri_encode(text),
     dataenv.libpq_uri(text, integer, text, text, text), dataenv.workspace_clusters(text),
     dataenv.current_workspace_role(text, text), dataenv.connection_info(text), dataenv.connection_password(text, text),
-    dataenv.duckdb_s3_credentials(text), dataenv.duckdb_script(text), dataenv.validate_prepare_connection(jsonb),
+    dataenv.duckdb_s3_credentials(text), dataenv.duckdb_script(text), dataenv.duckdb_settings(text), dataenv.validate_prepare_connection(jsonb),
     dataenv.prepare_connection(text), dataenv.validate_rotate_credentials(jsonb), dataenv.rotate_credentials(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dataenv.connection_info(text), dataenv.connection_password(text, text), dataenv.duckdb_script(text),
+    dataenv.duckdb_settings(text),
     dataenv.prepare_connection(text), dataenv.rotate_credentials(text), dataenv.libpq_uri(text, integer, text, text, text),
     dataenv.validate_prepare_connection(jsonb), dataenv.validate_rotate_credentials(jsonb),
     dataenv.require_workspace_user(text, text), dataenv.uri_encode(text)

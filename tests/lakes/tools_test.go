@@ -10,6 +10,7 @@ import (
 
 	"github.com/dataenv/dataenv/runner/extension"
 	"github.com/dataenv/dataenv/sidecar/names"
+	"github.com/dataenv/dataenv/tests/sidecartest"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
@@ -145,5 +146,64 @@ func TestDuckDBScriptFromPython(t *testing.T) {
 	// A stranger's DuckDB gets nothing.
 	if got := execErr(t, e.stranger(), `SELECT dataenv.duckdb_script('prod/dev')`); !strings.Contains(got, "may not use workspace") {
 		t.Fatalf("stranger: %s", got)
+	}
+}
+
+// TestDBTBuildsInAFork: dbt-duckdb (from PyPI, in the repository's virtual environment) with the
+// profile `dataenv connect --dbt-profile` prints builds a model in a fork from a deferred source
+// (a table of the parent the fork reads through its defer view); the model is the fork's own
+// table, the parent does not get it.
+func TestDBTBuildsInAFork(t *testing.T) {
+	dbt, err := testenv.VenvBin("dbt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := lakeEnv(t, storageKinds[0])
+	m := e.member("prod")
+	e.materialize("prod", "ducklake://main/orders", "SELECT range AS id, range * 10 AS amount FROM range(5)", "replace")
+	if st, msg := e.requestAs(m.conn, `SELECT dataenv.create_fork('prod', 'prod/dev')`); st != "succeeded" {
+		t.Fatalf("create_fork: %s %s", st, msg)
+	}
+	bin, err := sidecartest.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "connect", "--dsn", pg.DSNAs(m.name, m.password, e.conn.Config().Database), "--workspace", "prod/dev", "--dbt-profile")
+	profile, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dataenv connect --dbt-profile: %v", err)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"profiles.yml":       string(profile),
+		"dbt_project.yml":    "name: fork_test\nversion: '1.0'\nconfig-version: 2\nprofile: dataenv\nmodel-paths: [models]\n",
+		"models/sources.yml": "version: 2\nsources:\n  - name: lake\n    database: main_lake\n    schema: main\n    tables:\n      - name: orders\n",
+		"models/revenue.sql": "{{ config(materialized='table') }}\nSELECT sum(amount) AS total, count(*) AS n FROM {{ source('lake', 'orders') }}\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := exec.Command(dbt, "run", "--profiles-dir", dir, "--project-dir", dir)
+	run.Dir = dir
+	// Offline: no usage statistics, no version check. DuckDB finds the extensions `make deps`
+	// installed under $HOME/.duckdb (or DATAENV_DUCKDB_EXTENSION_DIR's, not used by dbt here).
+	run.Env = append(os.Environ(), "DBT_SEND_ANONYMOUS_USAGE_STATS=false", "DO_NOT_TRACK=1")
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("dbt run: %v\n%s\nprofile:\n%s", err, out, strings.ReplaceAll(string(profile), m.password, "***"))
+	}
+	if got := e.run("prod/dev", attachMain+"SELECT total, n FROM dl.revenue").rowsText(); got != "100,5" {
+		t.Fatalf("the model in the fork: %q", got)
+	}
+	if got := e.forkState("prod/dev", "revenue"); got != "fork-materialized" {
+		t.Fatalf("fork_materialization of the model: %q", got)
+	}
+	if r := e.run("prod", attachMain+"SELECT count(*) FROM duckdb_tables() WHERE table_name = 'revenue'").rowsText(); r != "0" {
+		t.Fatalf("the parent got the model: %s", r)
 	}
 }

@@ -21,8 +21,8 @@ type ToolsReport struct {
 }
 
 const saveToolScriptSQL = `
-INSERT INTO dataenv.workspace_tool_scripts (workspace, script, attaches) VALUES ($1, $2, $3)
-ON CONFLICT (workspace) DO UPDATE SET script = EXCLUDED.script, attaches = EXCLUDED.attaches, prepared_at = now()`
+INSERT INTO dataenv.workspace_tool_scripts (workspace, script, settings) VALUES ($1, $2, $3)
+ON CONFLICT (workspace) DO UPDATE SET script = EXCLUDED.script, settings = EXCLUDED.settings, prepared_at = now()`
 
 // PrepareTools makes workspace's lakes usable from its members' own DuckDB sessions: a job
 // attaches every lake of the workspace under its name (so each isolated fork namespace is
@@ -40,6 +40,7 @@ func (h *Handlers) PrepareTools(ctx context.Context, workspace string, rep reque
 	}
 	sort.Strings(out.Lakes)
 	script := fmt.Sprintf("-- dataenv: workspace %s has no lakes.\n", workspace)
+	settings := lake.ToolSettings{Extensions: []string{}, Secrets: []lake.ToolSecret{}, Attaches: []lake.ToolAttach{}}
 	if len(out.Lakes) > 0 {
 		plan, err := h.cfg.Resolver.Resolve(ctx, workspace, lake.ToolJobSQL(out.Lakes), nil, rep)
 		if err != nil {
@@ -49,10 +50,10 @@ func (h *Handlers) PrepareTools(ctx context.Context, workspace string, rep reque
 		if _, err := h.runJob(ctx, plan, []string{plan.SQL}, true, 0); err != nil {
 			return nil, fmt.Errorf("prepare the lakes of workspace %q: %w", workspace, err)
 		}
-		script = plan.ToolScript(workspace)
+		script, settings = plan.ToolScript(workspace), plan.ToolSettings()
 		out.Attaches, out.Notes = plan.Tools, plan.Notes
 	}
-	attaches, err := json.Marshal(out.Attaches)
+	attaches, err := json.Marshal(settings)
 	if err != nil {
 		return nil, err
 	}

@@ -215,7 +215,8 @@ func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias str
 		opts := append(n.NS.readOnlyOptions(), Option{"META_SECRET", Literal(cc.Secret)})
 		pre = append(pre, Render(true, "ducklake:postgres:"+cc.Path, n.Alias, opts))
 		res.plan.Tools = append(res.plan.Tools, ToolAttach{Lake: ns.Lake.Name, Alias: n.Alias, Workspace: n.Workspaces[0], ReadOnly: true,
-			SQL: Render(true, "ducklake:postgres:"+cc.ToolPath, n.Alias, opts), CertNote: cc.CertNote})
+			SQL: Render(true, "ducklake:postgres:"+cc.ToolPath, n.Alias, opts), CertNote: cc.CertNote,
+			Path: "ducklake:postgres:" + cc.DBTPath, Options: withoutOptions(opts, "READ_ONLY")})
 	}
 	views = deferList(nodes, mats, res.ws.ID)
 	vs := viewStatements(alias, views, live)

@@ -87,8 +87,11 @@ type ToolAttach struct {
 	Workspace string `json:"workspace"`
 	ReadOnly  bool   `json:"read_only"`
 	SQL       string `json:"-"`
+	// Path is the ATTACH path for a dbt-duckdb profile; Options its options but READ_ONLY.
+	Path    string   `json:"path"`
+	Options []Option `json:"options"`
 	// CertNote: the catalog's cluster has a root certificate the script does not name.
-	CertNote bool `json:"-"`
+	CertNote bool `json:"cert_note,omitempty"`
 }
 
 // Dir is a local directory a job uses: a lake's data directory, or (Cert) one holding a
@@ -323,7 +326,8 @@ func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, i
 	opts := append(ns.writeOptions(withoutOptions(a.Options, "META_SECRET")), Option{"META_SECRET", Literal(cc.Secret)})
 	attach := Render(a.IfNotExists, "ducklake:postgres:"+cc.Path, a.Alias, opts)
 	tool := ToolAttach{Lake: name, Alias: a.Alias, Workspace: res.ws.ID, ReadOnly: hasOption(a.Options, "READ_ONLY"),
-		SQL: Render(a.IfNotExists, "ducklake:postgres:"+cc.ToolPath, a.Alias, opts), CertNote: cc.CertNote}
+		SQL: Render(a.IfNotExists, "ducklake:postgres:"+cc.ToolPath, a.Alias, opts), CertNote: cc.CertNote,
+		Path: "ducklake:postgres:" + cc.DBTPath, Options: withoutOptions(opts, "READ_ONLY")}
 	// The ancestors' attaches (added by deferPrelude) follow the lake's own.
 	res.plan.Tools = append(res.plan.Tools[:toolsBefore], append([]ToolAttach{tool}, res.plan.Tools[toolsBefore:]...)...)
 	return strings.Join(append([]string{attach}, prelude...), ";\n"), nil

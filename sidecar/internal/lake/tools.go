@@ -70,3 +70,35 @@ func (p *Plan) ToolScript(workspace string) string {
 }
 
 func oneLine(s string) string { return strings.NewReplacer("\n", " ", "\r", " ").Replace(s) }
+
+// ToolSettings is the structured form of a member's DuckDB session (what a dbt-duckdb profile
+// needs): extensions, postgres secrets without passwords, attaches, the database to use.
+type ToolSettings struct {
+	Extensions []string     `json:"extensions"`
+	Secrets    []ToolSecret `json:"secrets"`
+	Attaches   []ToolAttach `json:"attaches"`
+	Use        string       `json:"use,omitempty"`
+	// S3 is true when a lake keeps its files on S3 (the settings carry no S3 secret).
+	S3 bool `json:"s3,omitempty"`
+}
+
+// ToolSettings is the plan's session as settings.
+func (p *Plan) ToolSettings() ToolSettings {
+	st := ToolSettings{Extensions: []string{"ducklake", "postgres"}, Secrets: []ToolSecret{}, Attaches: p.Tools, S3: len(p.Remote) > 0}
+	if p.catalogs != nil {
+		st.Secrets = append(st.Secrets, p.catalogs.toolInfos...)
+	}
+	if st.Attaches == nil {
+		st.Attaches = []ToolAttach{}
+	}
+	for _, t := range p.Tools {
+		if !t.ReadOnly {
+			if st.Use != "" {
+				st.Use = ""
+				break
+			}
+			st.Use = t.Alias
+		}
+	}
+	return st
+}
