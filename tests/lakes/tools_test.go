@@ -88,6 +88,15 @@ func TestDuckDBScriptFromPython(t *testing.T) {
 	if got := e.liveViews(schema); strings.Join(got, ",") != "events,orders" {
 		t.Fatalf("defer views after create_fork: %v", got)
 	}
+	// lake_info shows each workspace's own data path and metadata schema.
+	for ws, want := range map[string]string{
+		"prod":     "/lakes/main public",
+		"prod/dev": "/__dataenv_forks/" + names.ForkDataSegment("prod/dev") + "/lakes/main " + schema,
+	} {
+		if got := queryString(t, m.conn, `SELECT data_url || ' ' || metadata_schema FROM dataenv.lake_info WHERE workspace = $1 AND name = 'main'`, ws); !strings.HasSuffix(got, want) {
+			t.Errorf("lake_info of %s: %q, want ...%q", ws, got, want)
+		}
+	}
 	e.materialize("prod/dev", "ducklake://main/daily", attachMain+"SELECT count(*) AS n FROM dl.events", "replace")
 	// After the fork's last job: the parent materializes a new table.
 	e.materialize("prod", "ducklake://main/late", "SELECT 42 AS answer", "replace")
