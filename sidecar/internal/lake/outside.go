@@ -27,8 +27,9 @@ SELECT t.table_name, t.begin_snapshot,
 
 const recordOutsideSQL = `
 INSERT INTO dataenv.materializations (workspace, lake, table_name, status, strategy, snapshot_id, columns, metadata_schema, request_id, source)
-SELECT $1, $2, $3, 'materialized', 'replace', $4, $5::jsonb, $6, gen_random_uuid(), 'outside'
- WHERE NOT EXISTS (SELECT FROM dataenv.materializations m WHERE m.workspace = ANY($7) AND m.lake = $2 AND m.table_name = $3)`
+SELECT $1, $2, t.name, 'materialized', 'replace', t.snap, t.cols::jsonb, $6, gen_random_uuid(), 'outside'
+  FROM unnest($3::text[], $4::bigint[], $5::text[]) AS t(name, snap, cols)
+ WHERE NOT EXISTS (SELECT FROM dataenv.materializations m WHERE m.workspace = ANY($7) AND m.lake = $2 AND m.table_name = t.name)`
 
 // recordOutsideTables records the tables of ns that no workspace of owners has a record of, as
 // materialized by owner (the workspace whose namespace it is), reading the catalog as asRole's
@@ -55,17 +56,23 @@ func (res *resolution) recordOutsideTables(ctx context.Context, ns Namespace, as
 	if err != nil {
 		return 0, fmt.Errorf("list the tables of lake %q: %w", ns.Lake.Name, err)
 	}
-	n := 0
+	if len(tables) == 0 {
+		return 0, nil
+	}
+	var tnames, cols []string
+	var snaps []int64
 	for _, t := range tables {
 		if !json.Valid([]byte(t.columns)) {
 			t.columns = "[]"
 		}
-		tag, err := res.r.Control.Exec(ctx, recordOutsideSQL, owner, ns.Lake.Name, t.name, t.snap, t.columns, ns.SchemaName(), owners)
-		if err != nil {
-			return n, fmt.Errorf("record table %q of lake %q: %w", t.name, ns.Lake.Name, err)
-		}
-		n += int(tag.RowsAffected())
+		tnames, snaps, cols = append(tnames, t.name), append(snaps, t.snap), append(cols, t.columns)
 	}
+	// One statement for every table: a lake of a thousand tables costs one round trip per job.
+	tag, err := res.r.Control.Exec(ctx, recordOutsideSQL, owner, ns.Lake.Name, tnames, snaps, cols, ns.SchemaName(), owners)
+	if err != nil {
+		return 0, fmt.Errorf("record the tables of lake %q: %w", ns.Lake.Name, err)
+	}
+	n := int(tag.RowsAffected())
 	return n, nil
 }
 
