@@ -31,13 +31,19 @@ $$;
 COMMENT ON FUNCTION dataenv.check_cluster_connection(text, text, integer, text, text, text) IS
     'Internal: validates the connection settings of a cluster registration.';
 
+-- validate is new in this signature (and the check request's id the result): the old one goes.
+DROP FUNCTION IF EXISTS dataenv.register_cluster(text, text, integer, text, text, text, text);
 CREATE OR REPLACE FUNCTION dataenv.register_cluster(name text, host text, port integer, admin_user text,
                                                    admin_password text, sslmode text DEFAULT 'verify-full',
-                                                   root_certificate_pem text DEFAULT NULL) RETURNS void
+                                                   root_certificate_pem text DEFAULT NULL, validate boolean DEFAULT true)
+RETURNS uuid
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    check_id uuid;
 BEGIN
+    PERFORM dataenv.require_admin_caller('dataenv.register_cluster');
     PERFORM dataenv.check_name('cluster', name);
     IF name = 'instance' THEN
         RAISE EXCEPTION 'dataenv.register_cluster: the name "instance" is the control database''s own cluster'
@@ -55,10 +61,17 @@ BEGIN
     INSERT INTO dataenv.clusters (name, kind, host, port, admin_user, sslmode, root_certificate_pem)
     VALUES (name, 'external', host, port, admin_user, sslmode, root_certificate_pem);
     INSERT INTO dataenv.cluster_secrets (cluster, admin_password) VALUES (name, admin_password);
+    IF coalesce(validate, true) THEN
+        -- The request is the caller's (not this function's owner): they see it and wait on it.
+        INSERT INTO dataenv.requests (kind, args, requested_by)
+        VALUES ('check_cluster', jsonb_build_object('cluster', name), dataenv.acting_role())
+        RETURNING id INTO check_id;
+    END IF;
+    RETURN check_id;
 END
 $$;
-COMMENT ON FUNCTION dataenv.register_cluster(text, text, integer, text, text, text, text) IS
-    'Registers an external cluster dataenv administers as admin_user. The password is readable by the sidecar''s role only. Run dataenv.setup_cluster(name) next.';
+COMMENT ON FUNCTION dataenv.register_cluster(text, text, integer, text, text, text, text, boolean) IS
+    'Registers an external cluster dataenv administers as admin_user (dataenv_admin only). The password is readable by the sidecar''s role only. Returns the id of a check_cluster request (wait for it: the sidecar connects and says what to fix), or NULL with validate => false, for a cluster not reachable yet (dataenv.check_cluster(name) checks it later). Run dataenv.setup_cluster(name) next.';
 
 CREATE OR REPLACE FUNCTION dataenv.update_cluster(name text, host text DEFAULT NULL, port integer DEFAULT NULL,
                                                  admin_user text DEFAULT NULL, admin_password text DEFAULT NULL,
@@ -73,6 +86,7 @@ DECLARE
     c dataenv.clusters;
     fn constant text := 'dataenv.update_cluster';
 BEGIN
+    PERFORM dataenv.require_admin_caller(fn);
     c := dataenv.require_cluster(fn, name);
     PERFORM dataenv.lock_cluster_lifecycle(name);
     SELECT * INTO c FROM dataenv.clusters WHERE clusters.name = update_cluster.name FOR UPDATE;
@@ -148,7 +162,9 @@ DECLARE
     fn constant text := 'dataenv.remove_cluster';
     dbs text;
     roles text;
+    uses text;
 BEGIN
+    PERFORM dataenv.require_admin_caller(fn);
     c := dataenv.require_cluster(fn, name);
     IF c.kind = 'instance' THEN
         RAISE EXCEPTION '%: the instance cluster cannot be removed', fn USING ERRCODE = '22023';
@@ -160,6 +176,22 @@ BEGIN
         RAISE EXCEPTION '%: cluster % still has managed databases (%) or datatable roles (%)', fn, to_json(c.name)::text,
             coalesce(dbs, 'none'), coalesce(roles, 'none')
             USING ERRCODE = '55000', HINT = 'Drop them with dataenv.drop_database / dataenv.drop_datatable_role first.';
+    END IF;
+    -- What else names the cluster, said in dataenv's words rather than as a foreign-key violation.
+    SELECT string_agg(u, ', ' ORDER BY u) INTO uses FROM (
+        SELECT format('datatable %s of workspace %s', d.name, d.workspace) AS u FROM dataenv.datatables d WHERE d.cluster = c.name
+        UNION ALL
+        SELECT format('fork copy %s of workspace %s', f.database, f.workspace) FROM dataenv.fork_copies f WHERE f.cluster = c.name
+        UNION ALL
+        SELECT format('lake %s of workspace %s (catalog %s)', l.name, l.workspace, l.catalog_database)
+          FROM dataenv.lakes l WHERE l.catalog_cluster = c.name
+        UNION ALL
+        SELECT format('fork lake namespace %s of %s awaiting cleanup', r.metadata_schema, r.workspace)
+          FROM dataenv.fork_lake_namespaces r WHERE r.catalog_cluster = c.name) x;
+    IF uses IS NOT NULL THEN
+        RAISE EXCEPTION '%: cluster % is still in use by: %', fn, to_json(c.name)::text, uses
+            USING ERRCODE = '55000',
+                  HINT = 'Remove those first: dataenv.remove_datatable or dataenv.drop_workspace, dataenv.remove_lake, dataenv.drop_fork (which also finishes a cleanup).';
     END IF;
     DELETE FROM dataenv.clusters t WHERE t.name = c.name;
 END

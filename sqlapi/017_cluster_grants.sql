@@ -7,7 +7,7 @@ GRANT SELECT ON dataenv.cluster_info, dataenv.managed_database_list, dataenv.dat
     TO dataenv_user, dataenv_admin;
 
 REVOKE EXECUTE ON FUNCTION
-    dataenv.register_cluster(text, text, integer, text, text, text, text),
+    dataenv.register_cluster(text, text, integer, text, text, text, text, boolean),
     dataenv.update_cluster(text, text, integer, text, text, text, text, boolean, text, text),
     dataenv.remove_cluster(text),
     dataenv.setup_cluster(text),
@@ -19,17 +19,20 @@ REVOKE EXECUTE ON FUNCTION
     dataenv.require_cluster(text, text),
     dataenv.lock_cluster_lifecycle(text)
   FROM PUBLIC;
+-- dataenv_user may call the administrators' functions so that they can say who may (they check
+-- dataenv.require_admin_caller first; the request functions' validators check
+-- dataenv.require_dataenv_admin). managed_database_uses stays an administrator's.
 GRANT EXECUTE ON FUNCTION
-    dataenv.register_cluster(text, text, integer, text, text, text, text),
+    dataenv.register_cluster(text, text, integer, text, text, text, text, boolean),
     dataenv.update_cluster(text, text, integer, text, text, text, text, boolean, text, text),
     dataenv.remove_cluster(text),
     dataenv.setup_cluster(text),
     dataenv.create_database(text, text),
     dataenv.drop_database(text, text, boolean),
     dataenv.create_datatable_role(text, text, text),
-    dataenv.drop_datatable_role(text, text),
-    dataenv.managed_database_uses(text, text)
-  TO dataenv_admin;
+    dataenv.drop_datatable_role(text, text)
+  TO dataenv_user, dataenv_admin;
+GRANT EXECUTE ON FUNCTION dataenv.managed_database_uses(text, text) TO dataenv_admin;
 GRANT EXECUTE ON FUNCTION dataenv.check_name(text, text) TO dataenv_user, dataenv_admin;
 -- The validators run as the inserting user: dataenv_admin reaches the cluster row through
 -- require_cluster (SECURITY DEFINER); everyone else is stopped by require_dataenv_admin first.

@@ -46,21 +46,38 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     fn constant text := 'dataenv.drop_workspace';
+    deps text;
+    ex_fork text;
+    ex_table text;
 BEGIN
     PERFORM dataenv.require_workspace_owner(fn, id, 'drop it');
     IF (dataenv.workspace_facts(id)).is_fork THEN
         RAISE EXCEPTION '%: workspace % is a fork', fn, to_json(id)::text
             USING ERRCODE = '55000', HINT = format('Forks own databases: SELECT dataenv.drop_fork(%L) drops them.', id);
     END IF;
+    SELECT string_agg(format('%s (%s)', d.fork, d.tables), ', ' ORDER BY d.fork), min(d.fork),
+           (array_agg(split_part(d.tables, ', ', 1) ORDER BY d.fork))[1]
+      INTO deps, ex_fork, ex_table
+      FROM dataenv.lake_dependents(id) d;
+    IF deps IS NOT NULL THEN
+        RAISE EXCEPTION '%: forks read lake tables of workspace % (deferred): %', fn, to_json(id)::text, deps
+            USING ERRCODE = '55000',
+                  DETAIL = 'A fork reads the lake tables it has not materialized from its parent; they would be gone with the parent.',
+                  HINT = format('Drop those forks first (dataenv.drop_fork), or give each its own copy of a table, e.g. '
+                                'SELECT dataenv.materialize(%L, %L, %L);', ex_fork,
+                                'ducklake://' || split_part(ex_table, '.', 1) || '/' || split_part(ex_table, '.', 2),
+                                format('ATTACH %L AS dl; SELECT * FROM dl.%I', 'ducklake://' || split_part(ex_table, '.', 1),
+                                       split_part(ex_table, '.', 2)));
+    END IF;
     -- Its forks stay forks (orphaned): their keep_original datatables fall back to the databases
-    -- recorded at fork time. Triggers take its lake rows and materialization records with it and
-    -- leave a tombstone, removed at once when nothing is left.
+    -- recorded at fork time, their lakes keep their own tables. Triggers take its lake rows and
+    -- materialization records with it and leave a tombstone, removed at once when nothing is left.
     DELETE FROM dataenv.workspaces w WHERE w.id = drop_workspace.id;
     PERFORM dataenv.bury_workspace(id);
 END
 $$;
 COMMENT ON FUNCTION dataenv.drop_workspace(text) IS
-    'Drops a root workspace (not a fork) the caller owns (or any, for an administrator): its datatable entries, members, lake configuration and materialization records; the databases, catalogs and files are left alone. Its forks become orphaned forks and keep working.';
+    'Drops a root workspace (not a fork) the caller owns (or any, for an administrator): its datatable entries, members, lake configuration and materialization records; the databases, catalogs and files are left alone. Refused while forks read its lake tables (deferred). Its forks become orphaned forks and keep working.';
 
 CREATE OR REPLACE FUNCTION dataenv.grant_workspace(workspace text, member name) RETURNS void
 LANGUAGE plpgsql VOLATILE

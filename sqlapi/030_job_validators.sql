@@ -95,7 +95,8 @@ AS $$
 DECLARE
     t record;
 BEGIN
-    PERFORM dataenv.check_job_keys('materialize', args, ARRAY['workspace', 'target', 'query', 'strategy', 'max_result_bytes']);
+    PERFORM dataenv.check_job_keys('materialize', args, ARRAY['workspace', 'target', 'query', 'strategy', 'max_result_bytes',
+                                                          'seed_from_parent']);
     IF jsonb_typeof(args->'workspace') IS DISTINCT FROM 'string' THEN
         RAISE EXCEPTION 'materialize: workspace is required (a string)' USING ERRCODE = '22023';
     END IF;
@@ -114,10 +115,13 @@ BEGIN
     IF args ? 'strategy' AND (jsonb_typeof(args->'strategy') <> 'string' OR args->>'strategy' NOT IN ('replace', 'append')) THEN
         RAISE EXCEPTION 'materialize: strategy must be replace or append (got %)', (args->'strategy')::text USING ERRCODE = '22023';
     END IF;
+    IF args ? 'seed_from_parent' AND jsonb_typeof(args->'seed_from_parent') <> 'boolean' THEN
+        RAISE EXCEPTION 'materialize: seed_from_parent must be true or false' USING ERRCODE = '22023';
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION dataenv.validate_materialize(jsonb) IS
-    'Validates the args of a materialize request: workspace, target (ducklake://<lake>/<table>), query, strategy (replace or append).';
+    'Validates the args of a materialize request: workspace, target (ducklake://<lake>/<table>), query, strategy (replace or append), seed_from_parent (boolean).';
 
 INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, description)
 VALUES ('run', 'dataenv.validate_run(jsonb)'::regprocedure, 'workspace_member', 'workspace',

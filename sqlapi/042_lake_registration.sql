@@ -10,6 +10,7 @@ DECLARE
     fn constant text := 'dataenv.add_storage';
     u text;
 BEGIN
+    PERFORM dataenv.require_admin_caller(fn);
     PERFORM dataenv.check_lake_name('storage', name);
     u := dataenv.check_storage_url(fn, url);
     PERFORM dataenv.check_storage_credentials(fn, u, credentials);
@@ -31,6 +32,7 @@ DECLARE
     fn constant text := 'dataenv.update_storage_credentials';
     u text;
 BEGIN
+    PERFORM dataenv.require_admin_caller(fn);
     SELECT s.url INTO u FROM dataenv.storages s WHERE s.name = update_storage_credentials.name FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION '%: no storage named %', fn, to_json(name)::text USING ERRCODE = '22023';
@@ -44,15 +46,20 @@ $$;
 COMMENT ON FUNCTION dataenv.update_storage_credentials(text, jsonb) IS
     'Replaces the credentials of a storage (for example rotated keys).';
 
+-- validate is new in this signature (and the check request's id the result): the old one goes.
+DROP FUNCTION IF EXISTS dataenv.add_lake(text, text, text, text, text, text, jsonb);
 CREATE OR REPLACE FUNCTION dataenv.add_lake(workspace text, name text, catalog_cluster text, catalog_database text,
-                                           storage text, data_path text, extra_args jsonb DEFAULT '{}') RETURNS void
+                                           storage text, data_path text, extra_args jsonb DEFAULT '{}',
+                                           validate boolean DEFAULT true) RETURNS uuid
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     fn constant text := 'dataenv.add_lake';
     p text := trim(both '/' from coalesce(data_path, ''));
+    check_id uuid;
 BEGIN
+    PERFORM dataenv.require_admin_caller(fn);
     PERFORM dataenv.require_lake_workspace(fn, workspace);
     PERFORM dataenv.check_lake_name('lake', name);
     PERFORM dataenv.require_cluster(fn, catalog_cluster);
@@ -80,12 +87,19 @@ BEGIN
         RAISE EXCEPTION '%: workspace % already has a lake named %', fn, to_json(workspace)::text, to_json(name)::text
             USING ERRCODE = '23505';
     END IF;
+    PERFORM dataenv.check_lake_catalog(fn, workspace, name, catalog_cluster, catalog_database, coalesce(extra_args, '{}'::jsonb));
     INSERT INTO dataenv.lakes (workspace, name, catalog_cluster, catalog_database, storage, data_path, extra_args)
     VALUES (workspace, name, catalog_cluster, catalog_database, storage, p, coalesce(extra_args, '{}'::jsonb));
+    IF coalesce(validate, true) THEN
+        INSERT INTO dataenv.requests (kind, args, requested_by)
+        VALUES ('check_lake', jsonb_build_object('workspace', workspace, 'lake', name), dataenv.acting_role())
+        RETURNING id INTO check_id;
+    END IF;
+    RETURN check_id;
 END
 $$;
-COMMENT ON FUNCTION dataenv.add_lake(text, text, text, text, text, text, jsonb) IS
-    'Adds a DuckLake lake to a workspace: its catalog is database catalog_database of a registered cluster, its files live at <storage url>/<data_path>; extra_args are extra ATTACH options ({"OPTION": value}). The catalog database is bound like a datatable: never the control database, a dataenv installation, a template or a fork copy. Jobs attach it as ATTACH ''ducklake://<name>''.';
+COMMENT ON FUNCTION dataenv.add_lake(text, text, text, text, text, text, jsonb, boolean) IS
+    'Adds a DuckLake lake to a workspace (dataenv_admin only): its catalog is database catalog_database of a registered cluster, its files live at <storage url>/<data_path>; extra_args are extra ATTACH options ({"OPTION": value}). The catalog database is bound like a datatable: never the control database, a dataenv installation, a template or a fork copy; refused when it is missing (instance cluster) or is another lake''s catalog. Returns the id of a check_lake request (the sidecar connects to the catalog and the storage and says what to fix), or NULL with validate => false. Jobs attach it as ATTACH ''ducklake://<name>''.';
 
 CREATE OR REPLACE FUNCTION dataenv.remove_lake(workspace text, name text) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -94,6 +108,7 @@ AS $$
 DECLARE
     l dataenv.lakes;
 BEGIN
+    PERFORM dataenv.require_admin_caller('dataenv.remove_lake');
     SELECT * INTO l FROM dataenv.lakes x WHERE x.workspace = remove_lake.workspace AND x.name = remove_lake.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'dataenv.remove_lake: workspace % has no lake named %', to_json(workspace)::text, to_json(name)::text

@@ -151,7 +151,7 @@ ON CONFLICT (id) DO NOTHING;
 REVOKE ALL ON FUNCTION
     dataenv.add_storage(text, text, jsonb),
     dataenv.update_storage_credentials(text, jsonb),
-    dataenv.add_lake(text, text, text, text, text, text, jsonb),
+    dataenv.add_lake(text, text, text, text, text, text, jsonb, boolean),
     dataenv.remove_lake(text, text),
     dataenv.stamp_fork_lakes(text, text, text[]),
     dataenv.lake_workspace_exists(text),
@@ -161,12 +161,13 @@ REVOKE ALL ON FUNCTION
     dataenv.fork_lake_leftovers(text),
     dataenv.workspace_leftovers__lakes(text)
   FROM PUBLIC;
+-- Callable by dataenv_user so that they say who may (dataenv.require_admin_caller comes first).
 GRANT EXECUTE ON FUNCTION
     dataenv.add_storage(text, text, jsonb),
     dataenv.update_storage_credentials(text, jsonb),
-    dataenv.add_lake(text, text, text, text, text, text, jsonb),
+    dataenv.add_lake(text, text, text, text, text, text, jsonb, boolean),
     dataenv.remove_lake(text, text)
-  TO dataenv_admin;
+  TO dataenv_user, dataenv_admin;
 -- check_shared_lakes, lake_workspace_exists and fork_lake_leftovers answer for any workspace id:
 -- internal (validators use dataenv.lake_info, which shows only the caller's workspaces).
 GRANT EXECUTE ON FUNCTION dataenv.check_lake_name(text, text) TO dataenv_user, dataenv_admin;

@@ -3,130 +3,20 @@
 package dev_test
 
 import (
-	"bufio"
 	"context"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/dataenv/dataenv/tests/sidecartest"
+	"github.com/dataenv/dataenv/tests/devtest"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m, nil) }
-
-// devProc is a running `dataenv dev`.
-type devProc struct {
-	cmd   *exec.Cmd
-	out   *testenv.LogBuffer
-	dsn   string
-	addr  string
-	done  chan struct{}
-	lines chan string
-}
-
-var (
-	psqlRE    = regexp.MustCompile(`psql '([^']+)'`)
-	metricsRE = regexp.MustCompile(`Metrics: http://([^/]+)/metrics`)
-)
-
-// startDev runs dataenv dev --dir dir args... and waits for its banner.
-func startDev(t *testing.T, dir string, args ...string) *devProc {
-	t.Helper()
-	p := runDev(t, dir, args...)
-	deadline := time.After(2 * time.Minute)
-	for p.dsn == "" || p.addr == "" {
-		select {
-		case l := <-p.lines:
-			if m := psqlRE.FindStringSubmatch(l); m != nil {
-				p.dsn = m[1]
-			}
-			if m := metricsRE.FindStringSubmatch(l); m != nil {
-				p.addr = m[1]
-			}
-		case <-p.done:
-			t.Fatalf("dataenv dev exited: %v\n%s", p.cmd.ProcessState, p.out.String())
-		case <-deadline:
-			t.Fatalf("no banner from dataenv dev:\n%s", p.out.String())
-		}
-	}
-	return p
-}
-
-// runDev starts dataenv dev and returns at once; it is stopped with SIGINT at cleanup.
-func runDev(t *testing.T, dir string, args ...string) *devProc {
-	t.Helper()
-	bin, err := sidecartest.Binary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, append([]string{"dev", "--dir", dir, "--log-level", "warn"}, args...)...)
-	cmd.Env = withoutDataenvEnv()
-	p := &devProc{cmd: cmd, out: &testenv.LogBuffer{}, done: make(chan struct{}), lines: make(chan string, 100)}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = p.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(io.TeeReader(stdout, p.out))
-		for sc.Scan() {
-			select {
-			case p.lines <- sc.Text():
-			default:
-			}
-		}
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() { p.stop(t) })
-	return p
-}
-
-func (p *devProc) stop(t *testing.T) {
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-p.done:
-	case <-time.After(90 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Errorf("dataenv dev ignored SIGINT for 90 s:\n%s", p.out.String())
-	}
-}
-
-// exitText waits for the process to exit by itself and returns what it printed.
-func (p *devProc) exitText(t *testing.T) string {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("dataenv dev did not exit:\n%s", p.out.String())
-	}
-	return p.out.String()
-}
-
-func withoutDataenvEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DATAENV_HTTP_ADDR=") && !strings.HasPrefix(kv, "DATAENV_DSN=") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
 
 func ping(t *testing.T, dsn string) {
 	t.Helper()
@@ -162,55 +52,71 @@ func TestDevFromUnreachableDirWithDefaultPortTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(parent, "clone", ".dataenv")
-	t.Cleanup(func() { removeRelocated(t, dir) }) // after the instances stop (cleanups run last first)
+	t.Cleanup(func() { devtest.RemoveRelocated(dir) }) // after the instances stop (cleanups run last first)
 	holdPort(t, "127.0.0.1:9750")
-	first := startDev(t, dir)
-	if first.addr == "127.0.0.1:9750" {
-		t.Fatalf("dev reports the taken port 9750:\n%s", first.out.String())
+	first := devtest.Start(t, dir)
+	if first.Addr == "127.0.0.1:9750" {
+		t.Fatalf("dev reports the taken port 9750:\n%s", first.Out.String())
 	}
-	ping(t, first.dsn)
-	if os.Geteuid() == 0 && !strings.Contains(first.out.String(), "The local cluster lives in") {
-		t.Fatalf("as root under a 0700 parent, dev does not say where the cluster went:\n%s", first.out.String())
+	ping(t, first.DSN)
+	if os.Geteuid() == 0 && !strings.Contains(first.Out.String(), "The local cluster lives in") {
+		t.Fatalf("as root under a 0700 parent, dev does not say where the cluster went:\n%s", first.Out.String())
 	}
 
-	second := runDev(t, dir)
-	text := second.exitText(t)
-	if second.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(text, "already runs for") || !strings.Contains(text, first.dsn) {
-		t.Fatalf("a second dev on the same directory: exit %v\n%s", second.cmd.ProcessState, text)
+	second := devtest.Run(t, dir)
+	text := second.ExitText(t)
+	if second.Cmd.ProcessState.ExitCode() == 0 || !strings.Contains(text, "already runs for") || !strings.Contains(text, first.DSN) {
+		t.Fatalf("a second dev on the same directory: exit %v\n%s", second.Cmd.ProcessState, text)
 	}
-	ping(t, first.dsn) // the first instance and its cluster are untouched
+	ping(t, first.DSN) // the first instance and its cluster are untouched
 }
 
 // An address the user chose that is taken is an error naming --http-addr, before dev says it
 // runs; --reset starts from scratch.
 func TestDevBusyExplicitPortAndReset(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), ".dataenv")
-	t.Cleanup(func() { removeRelocated(t, dir) })
+	t.Cleanup(func() { devtest.RemoveRelocated(dir) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	busy := runDev(t, dir, "--http-addr", ln.Addr().String())
-	text := busy.exitText(t)
+	busy := devtest.Run(t, dir, "--http-addr", ln.Addr().String())
+	text := busy.ExitText(t)
 	if !strings.Contains(text, "--http-addr") || strings.Contains(text, "dataenv is running") {
 		t.Fatalf("dev on a taken --http-addr:\n%s", text)
 	}
 
-	p := startDev(t, dir, "--http-addr", "127.0.0.1:0")
+	p := devtest.Start(t, dir, "--http-addr", "127.0.0.1:0")
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, p.dsn)
+	conn, err := pgx.Connect(ctx, p.DSN)
 	if err != nil {
 		t.Fatal(err)
+	}
+	prepared := preparedState(t, conn)
+	want := "ready=t catalog=lake_catalog storage=file://" + filepath.Join(dir, "lake") + " requests=setup_cluster:succeeded,create_database:succeeded"
+	if prepared != want {
+		t.Fatalf("dev prepared:\n got %s\nwant %s", prepared, want)
 	}
 	if _, err := conn.Exec(ctx, `SELECT dataenv.create_workspace('before_reset')`); err != nil {
 		t.Fatal(err)
 	}
 	conn.Close(ctx)
-	p.stop(t)
+	p.Stop(t)
 
-	r := startDev(t, dir, "--reset", "--http-addr", "127.0.0.1:0")
-	if conn, err = pgx.Connect(ctx, r.dsn); err != nil {
+	// A restart finds everything prepared and makes no request.
+	again := devtest.Start(t, dir, "--http-addr", "127.0.0.1:0")
+	if conn, err = pgx.Connect(ctx, again.DSN); err != nil {
+		t.Fatal(err)
+	}
+	if got := preparedState(t, conn); got != want {
+		t.Fatalf("after a restart dev prepared:\n got %s\nwant %s", got, want)
+	}
+	conn.Close(ctx)
+	again.Stop(t)
+
+	r := devtest.Start(t, dir, "--reset", "--http-addr", "127.0.0.1:0")
+	if conn, err = pgx.Connect(ctx, r.DSN); err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
@@ -220,14 +126,12 @@ func TestDevBusyExplicitPortAndReset(t *testing.T) {
 	}
 }
 
-// removeRelocated deletes a cluster dev put outside the directory (root under a 0700 parent).
-func removeRelocated(t *testing.T, dir string) {
-	b, err := os.ReadFile(filepath.Join(dir, "pg-location"))
-	if err != nil {
-		return
-	}
-	pgDir := strings.TrimSpace(string(b))
-	if strings.HasPrefix(pgDir, "/var/lib/dataenv/dev/") {
-		_ = os.RemoveAll(filepath.Dir(pgDir))
-	}
+// preparedState is what dev prepares for the quickstart, and the requests it took.
+func preparedState(t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	return testenv.QueryText(t, conn, `SELECT format('ready=%s catalog=%s storage=%s requests=%s',
+		(SELECT ready FROM dataenv.cluster_info WHERE name = 'instance'),
+		(SELECT string_agg(name, ',') FROM dataenv.managed_database_list WHERE cluster = 'instance'),
+		(SELECT url FROM dataenv.storage_info WHERE name = 'local'),
+		(SELECT string_agg(kind || ':' || status, ',' ORDER BY created_at) FROM dataenv.requests))`)
 }

@@ -1,6 +1,7 @@
 package forks_test
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -116,6 +117,11 @@ func TestFullCopyOfBusyParent(t *testing.T) {
 	}
 	if !strings.Contains(string(r.steps), `"progress"`) || !strings.Contains(string(r.steps), "objects restored") {
 		t.Fatalf("no progress step in %s", r.steps)
+	}
+	// Progress is done/total: the last step has every table of the parent loaded.
+	all := regexp.MustCompile(`table data (\d+)/(\d+) tables`).FindAllStringSubmatch(string(r.steps), -1)
+	if len(all) == 0 || all[len(all)-1][1] != all[len(all)-1][2] || all[len(all)-1][2] == "0" {
+		t.Fatalf("progress does not end at every table done: %v in %s", all, r.steps)
 	}
 	if owner := queryString(t, external.Connect(t, copyDB), `SELECT tableowner FROM pg_tables WHERE tablename = 'orders'`); owner != f.appRole {
 		t.Fatalf("restored table owned by %q, want %q", owner, f.appRole)

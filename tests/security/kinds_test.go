@@ -96,6 +96,12 @@ var kindCases = map[string]kindCase{
 	"drop_datatable_role": {"admin", func(v victim, e *env) string {
 		return fmt.Sprintf(`{"cluster": %q, "role": %q}`, e.cluster, v.role)
 	}},
+	"check_cluster": {"admin", func(_ victim, e *env) string {
+		return fmt.Sprintf(`{"cluster": %q}`, e.cluster)
+	}},
+	"check_lake": {"admin", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"workspace": %q, "lake": "main"}`, v.ws)
+	}},
 	"create_fork": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"parent": %q, "fork": %q, "datatables": {"d": "full_copy"}, "shared_lakes": ["main"]}`, v.ws, v.ws+"/evil")
 	}},

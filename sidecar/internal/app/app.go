@@ -96,6 +96,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	reg := request.NewRegistry(control.Authorizer{Q: pool})
 	reg.Register("ping", pingHandler{})
 	admin.Register(reg)
+	lakeHooks.Register(reg)
 	jobs.Register(reg)
 	forks.Register(reg)
 	if registerTestKinds != nil {

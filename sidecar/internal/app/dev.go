@@ -90,9 +90,30 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 		return err
 	}
 	defer os.Remove(filepath.Join(dir, "dev.json"))
-	printDevBanner(cfg.Stdout, info, dir)
 	cfg.Config.DSN, cfg.Config.HTTPListener = dsn, ln
-	return Run(ctx, cfg.Config)
+	return runPrepared(ctx, cfg, info, dir)
+}
+
+// runPrepared runs the sidecar, prepares the instance for the quickstart through it, then says
+// that it runs; it returns when the sidecar stops.
+func runPrepared(ctx context.Context, cfg DevConfig, info devInfo, dir string) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	var runErr error
+	go func() { runErr = Run(runCtx, cfg.Config); close(done) }()
+	prep, err := prepareDev(runCtx, info.DSN, dir, done)
+	if err != nil {
+		cancel()
+		<-done
+		if runErr != nil {
+			return runErr
+		}
+		return err
+	}
+	printDevBanner(cfg.Stdout, info, dir, prep)
+	<-done
+	return runErr
 }
 
 // lockDevDir takes <dir>/dev.lock for this process (released when it exits, however it exits).
@@ -202,9 +223,12 @@ func writeDevInfo(dir string, info devInfo) error {
 	return nil
 }
 
-func printDevBanner(w io.Writer, info devInfo, dir string) {
+func printDevBanner(w io.Writer, info devInfo, dir string, prep devPrepared) {
 	fmt.Fprintf(w, "\ndataenv is running. Connect with:\n\n  psql '%s'\n\n", info.DSN)
 	fmt.Fprintf(w, "Then try:\n\n  SELECT dataenv.ping() AS id \\gset\n  SELECT status, error, result FROM dataenv.wait(:'id');\n\n")
+	fmt.Fprintf(w, "Ready for the quickstart: cluster %s set up, database %s on it for lake catalogs, storage %s at %s.\n",
+		DevCatalogCluster, DevCatalogDB, DevStorage, prep.StorageURL)
+	fmt.Fprintf(w, "Walk through it (from the repository root):\n\n  psql '%s' -f examples/quickstart.sql\n\n", info.DSN)
 	if info.HTTPAddr != "-" {
 		fmt.Fprintf(w, "Metrics: http://%s/metrics   ", info.HTTPAddr)
 	}

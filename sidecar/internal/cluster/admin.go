@@ -79,6 +79,7 @@ func (a *Admin) Register(reg *request.Registry) {
 	reg.Register(KindDropDatabase, request.HandlerFunc(a.handleDropDatabase))
 	reg.Register(KindCreateDatatableRole, request.HandlerFunc(a.handleCreateDatatableRole))
 	reg.Register(KindDropDatatableRole, request.HandlerFunc(a.handleDropDatatableRole))
+	reg.Register(KindCheckCluster, request.HandlerFunc(a.handleCheck))
 }
 
 // controlPassword is the control DSN's password, scrubbed from error texts.

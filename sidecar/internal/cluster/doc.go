@@ -6,7 +6,7 @@
 // # Building blocks
 //
 //	admin, _ := cluster.New(cluster.Config{Control: pool, ControlDSN: dsn, Logger: log, Metrics: m})
-//	admin.Register(registry)                              // the five request kinds
+//	admin.Register(registry)                              // the six request kinds (check_cluster too)
 //
 //	admin.WithLifecycleLock(ctx, "c1", rep, func(ctx context.Context, l *cluster.Locked) error {
 //	    l.Cluster()                                       // configuration read under the lock

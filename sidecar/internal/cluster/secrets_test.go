@@ -86,7 +86,7 @@ func TestSecretsAreNotReadableByUsers(t *testing.T) {
 			t.Fatalf("%s: cluster_info: %s", group, row)
 		}
 		_, err := conn.Exec(f.ctx, `SELECT dataenv.register_cluster($1, 'h', 5432, 'u', 'p', 'disable')`, f.prefix+"other")
-		if group == "dataenv_user" && (err == nil || !strings.Contains(err.Error(), "permission denied")) {
+		if group == "dataenv_user" && (err == nil || !strings.Contains(err.Error(), "is not a dataenv administrator")) {
 			t.Fatalf("dataenv_user registered a cluster: %v", err)
 		}
 		if group == "dataenv_admin" && err != nil {

@@ -28,7 +28,13 @@ type materializeArgs struct {
 	Query          string `json:"query"`
 	Strategy       string `json:"strategy"`
 	MaxResultBytes int64  `json:"max_result_bytes"`
+	// SeedFromParent: an append onto a table the fork reads from an ancestor (a defer view)
+	// starts the fork's table from those rows. Default true; false starts it empty.
+	SeedFromParent *bool `json:"seed_from_parent"`
 }
+
+// seed reports whether an append onto a deferred table starts from the ancestor's rows.
+func (a materializeArgs) seed() bool { return a.SeedFromParent == nil || *a.SeedFromParent }
 
 var targetRE = regexp.MustCompile(`^ducklake://([a-z][a-z0-9_]{0,62})/([a-z][a-z0-9_]{0,62})$`)
 
@@ -47,7 +53,11 @@ type Materialized struct {
 	Columns        []protocol.Column `json:"columns"`
 	MetadataSchema string            `json:"metadata_schema"`
 	Forked         bool              `json:"forked"`
-	Notes          []string          `json:"notes,omitempty"`
+	// SeededFrom and SeededRows: an append onto a deferred table started the fork's table from
+	// the rows of this ancestor.
+	SeededFrom string   `json:"seeded_from,omitempty"`
+	SeededRows int64    `json:"seeded_rows,omitempty"`
+	Notes      []string `json:"notes,omitempty"`
 }
 
 func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
@@ -91,7 +101,11 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	table := lake.Ident(plan.TargetAlias) + "." + lake.Ident(tableName(args.Target))
 	out := &Materialized{Workspace: args.Workspace, Target: args.Target, Strategy: args.Strategy, Status: "materialized",
 		MetadataSchema: plan.Target.SchemaName(), Forked: plan.Target.Forked, Notes: plan.Notes, Columns: []protocol.Column{}}
-	write, commit := writeSQL(table, query, args.Strategy, plan.TargetDrops), commitSQL(plan.TargetAlias, args.Target, req)
+	seed := args.Strategy == StrategyAppend && plan.TargetDefersTo != "" && args.seed()
+	if args.Strategy == StrategyAppend && plan.TargetDefersTo != "" && !seed {
+		out.Notes = append(out.Notes, fmt.Sprintf("seed_from_parent => false: the fork's table starts empty; it no longer reads the rows of %s", plan.TargetDefersTo))
+	}
+	write, commit := writeSQL(table, query, args.Strategy, plan.TargetDrops, seed), commitSQL(plan.TargetAlias, args.Target, req)
 	snap, done, err := h.committed(ctx, plan, req)
 	if err != nil {
 		return nil, request.Retryable(err)
@@ -117,6 +131,9 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	if err := summarize(res.Results, out); err != nil {
 		return nil, err
 	}
+	if seed && !done {
+		out.SeededFrom, out.SeededRows = plan.TargetDefersTo, out.TotalRows-out.RowCount
+	}
 	crashpoint.HitOnce("job.materialize.after_write")
 	if err := h.record(ctx, req, out, ""); err != nil {
 		return nil, request.Retryable(err)
@@ -128,19 +145,28 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 // writeSQL is the write block: a transaction on the lake that the commit block (commitSQL)
 // finishes. When the target is a defer view in a fork, the rows are staged in a temporary table
 // first (the query may read the view it replaces), then, inside the transaction, the view is
-// dropped and the table written from the staged rows. The block's last statement returns the
+// dropped and the table written from the staged rows. An append with seed stages the view's rows
+// (the ancestor's) too and starts the table from them. The block's last statement returns the
 // number of rows written.
-func writeSQL(table, query, strategy string, drops []string) string {
+func writeSQL(table, query, strategy string, drops []string, seed bool) string {
 	var pre []string
+	seedTable := ""
 	if len(drops) > 0 {
-		pre = []string{"CREATE OR REPLACE TEMP TABLE __dataenv_rows AS " + query}
+		if seed {
+			pre = append(pre, "CREATE OR REPLACE TEMP TABLE __dataenv_seed AS SELECT * FROM "+table)
+			seedTable = "__dataenv_seed"
+		}
+		pre = append(pre, "CREATE OR REPLACE TEMP TABLE __dataenv_rows AS "+query)
 		query = "SELECT * FROM __dataenv_rows"
 	}
 	pre = append(append(pre, "BEGIN TRANSACTION"), drops...)
 	var write string
-	if strategy == StrategyReplace {
+	switch {
+	case strategy == StrategyReplace:
 		write = fmt.Sprintf("CREATE OR REPLACE TABLE %s AS %s", table, query)
-	} else {
+	case seedTable != "":
+		write = fmt.Sprintf("CREATE TABLE %s AS SELECT * FROM %s;\nINSERT INTO %s SELECT * FROM (%s) AS q", table, seedTable, table, query)
+	default:
 		write = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s AS SELECT * FROM (%s) AS q LIMIT 0;\nINSERT INTO %s SELECT * FROM (%s) AS q",
 			table, query, table, query)
 	}

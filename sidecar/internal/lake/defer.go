@@ -178,6 +178,7 @@ func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias str
 	defer func() {
 		if isTarget {
 			res.plan.TargetDrops = targetDrops(alias, res.target.Table, live, views)
+			res.plan.TargetDefersTo = defersTo(res.target.Table, live, views)
 		}
 	}()
 	if len(res.ws.Ancestors) == 0 {
@@ -234,9 +235,24 @@ func targetDrops(alias, table string, live map[string]string, views []deferView)
 	return out
 }
 
-// deferView is one view to create in the fork: name, the ancestor alias it reads and its query.
+// deferView is one view to create in the fork: name, the ancestor alias it reads, its query, and
+// the ancestor workspace whose table it reads.
 type deferView struct {
-	Name, Owner, Query string
+	Name, Owner, Query, From string
+}
+
+// defersTo is the ancestor a materialize target that is a defer view reads ("" when it is not
+// one; "an ancestor" for a live view no ancestor's record explains).
+func defersTo(table string, live map[string]string, views []deferView) string {
+	for _, v := range views {
+		if v.Name == table {
+			return v.From
+		}
+	}
+	if _, ok := live[table]; ok {
+		return "an ancestor"
+	}
+	return ""
 }
 
 // deferList lists the views of the deferred tables: for every table materialized up the chain
@@ -259,9 +275,9 @@ func deferList(nodes []*ancestorNode, mats map[string]map[string]materialization
 				}
 				seen[t] = true
 				src := Ident(n.Alias) + "." + Ident(t)
-				views = append(views, deferView{t, n.Alias, "SELECT * FROM " + src})
+				views = append(views, deferView{t, n.Alias, "SELECT * FROM " + src, w})
 				if m.scd2() {
-					views = append(views, deferView{t + "_current", n.Alias, "SELECT * FROM " + src + " WHERE is_current"})
+					views = append(views, deferView{t + "_current", n.Alias, "SELECT * FROM " + src + " WHERE is_current", w})
 				}
 			}
 		}

@@ -57,6 +57,9 @@ type Plan struct {
 	// TargetDrops turn the target from a defer view into room for a table: run them after the
 	// query's rows are staged and before the table is written (materialize only).
 	TargetDrops []string
+	// TargetDefersTo is the ancestor workspace whose rows the fork reads through the target's
+	// defer view ("" when the target is not one): what an append seeds the fork's table from.
+	TargetDefersTo string
 	// Notes are what a person may want to know (an ancestor skipped and why).
 	Notes []string
 	// LocalFiles is true when a lake of the job keeps its files on a file:// storage (outside a

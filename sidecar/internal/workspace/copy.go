@@ -65,10 +65,13 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	defer job.dst.Close()
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
 	if it.Method == MethodDump {
-		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s", job.tools.Version, job.tools.Dir, it.ParentDatabase, it.Database))
-		job.progress = func(b, n int64) {
-			request.Report(ctx, rep, step, "progress", fmt.Sprintf("%s streamed, %d objects restored", humanBytes(b), n))
+		total, err := s.copyTotal(ctx, it)
+		if err != nil {
+			return err
 		}
+		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s (%s)", job.tools.Version, job.tools.Dir,
+			it.ParentDatabase, it.Database, total))
+		job.progress = func(p loadProgress) { request.Report(ctx, rep, step, "progress", total.progress(it.Mode, p)) }
 		if err := s.load(ctx, *job); err != nil {
 			return fmt.Errorf("copy datatable %q into %q: %w", it.Datatable, it.Database, err)
 		}
@@ -223,4 +226,44 @@ func humanBytes(b int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", b)
+}
+
+// copyTotal is what a dump and restore will load, read from the parent's catalog beforehand:
+// its tables with data and their size on disk (not what the stream will be, but its scale).
+type copyTotal struct {
+	Tables, Bytes int64
+}
+
+const copyTotalSQL = `
+SELECT count(*), coalesce(sum(pg_catalog.pg_table_size(c.oid)), 0)::bigint
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
+   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
+                    WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = c.oid AND d.deptype = 'e')`
+
+func (s *Service) copyTotal(ctx context.Context, it *planItem) (copyTotal, error) {
+	conn, err := s.cfg.Clusters.Connect(ctx, it.Cluster, it.ParentDatabase)
+	if err != nil {
+		return copyTotal{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var t copyTotal
+	if err := conn.QueryRow(ctx, copyTotalSQL).Scan(&t.Tables, &t.Bytes); err != nil {
+		return t, retryable(fmt.Errorf("size up %q: %w", it.ParentDatabase, err))
+	}
+	return t, nil
+}
+
+func (t copyTotal) String() string {
+	return fmt.Sprintf("%d tables, %s of table data on disk", t.Tables, humanBytes(t.Bytes))
+}
+
+// progress says how far a load is out of the total: tables for a full copy (pg_restore says
+// when each table's data starts), the stream against the parent's table data.
+func (t copyTotal) progress(mode string, p loadProgress) string {
+	if mode == ModeSchemaOnly {
+		return fmt.Sprintf("%s of schema streamed, %d tables in the parent", humanBytes(p.Bytes), t.Tables)
+	}
+	return fmt.Sprintf("table data %d/%d tables, %s streamed of about %s on disk, %d objects restored",
+		p.Tables, t.Tables, humanBytes(p.Bytes), humanBytes(t.Bytes), p.Objects)
 }

@@ -27,8 +27,14 @@ type loadJob struct {
 	src, dst *cluster.Libpq
 	dstDB    string
 	appRole  string
-	progress func(bytes int64, items int64)
+	progress func(p loadProgress)
 	every    time.Duration
+}
+
+// loadProgress is how far a load is: bytes streamed between the tools, and (pg_restore
+// --verbose) objects created and tables whose data loading started.
+type loadProgress struct {
+	Bytes, Objects, Tables int64
 }
 
 // load copies the parent into the (empty) fork copy:
@@ -59,13 +65,13 @@ func (s *Service) load(ctx context.Context, j loadJob) error {
 
 // runPipeline runs producer | consumer with Go copying in between (counting bytes), and reports
 // progress every interval. stderr of each tool (bounded) goes into the error.
-func runPipeline(ctx context.Context, producer, consumer *exec.Cmd, prelude string, progress func(int64, int64), every time.Duration) error {
+func runPipeline(ctx context.Context, producer, consumer *exec.Cmd, prelude string, progress func(loadProgress), every time.Duration) error {
 	for _, c := range []*exec.Cmd{producer, consumer} {
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		c.WaitDelay = 5 * time.Second
 	}
-	var items atomic.Int64
-	prodErr, consErr := &tail{}, &tail{count: &items}
+	var objects, tables atomic.Int64
+	prodErr, consErr := &tail{}, &tail{objects: &objects, tables: &tables}
 	producer.Stderr, consumer.Stderr = prodErr, consErr
 	out, err := producer.StdoutPipe()
 	if err != nil {
@@ -84,12 +90,13 @@ func runPipeline(ctx context.Context, producer, consumer *exec.Cmd, prelude stri
 		return fmt.Errorf("start %s: %w", producer.Path, err)
 	}
 	var copied atomic.Int64
-	stop := reportEvery(every, func() { progress(copied.Load(), items.Load()) })
+	now := func() loadProgress { return loadProgress{copied.Load(), objects.Load(), tables.Load()} }
+	stop := reportEvery(every, func() { progress(now()) })
 	copyErr := pump(in, out, prelude, &copied)
 	_ = in.Close()
 	pe, ce := producer.Wait(), consumer.Wait()
 	stop()
-	progress(copied.Load(), items.Load())
+	progress(now())
 	switch {
 	case ce != nil:
 		return fmt.Errorf("%s failed (%v): %s", toolName(consumer), ce, consErr.String())
@@ -157,13 +164,13 @@ func toolName(c *exec.Cmd) string {
 	return c.Path
 }
 
-// tail keeps the last 8 KiB written to it (a tool's stderr) and, if count is set, counts the
-// pg_restore --verbose lines that announce an object or a table's data.
+// tail keeps the last 8 KiB written to it (a tool's stderr) and, if objects and tables are
+// set, counts the pg_restore --verbose lines that announce an object, or a table's data.
 type tail struct {
-	mu    sync.Mutex
-	buf   []byte
-	count *atomic.Int64
-	line  []byte
+	mu              sync.Mutex
+	buf             []byte
+	objects, tables *atomic.Int64
+	line            []byte
 }
 
 const tailMax = 8 << 10
@@ -175,7 +182,7 @@ func (t *tail) Write(p []byte) (int, error) {
 	if len(t.buf) > tailMax {
 		t.buf = t.buf[len(t.buf)-tailMax:]
 	}
-	if t.count != nil {
+	if t.objects != nil {
 		t.countLines(p)
 	}
 	return len(p), nil
@@ -189,8 +196,11 @@ func (t *tail) countLines(p []byte) {
 			break
 		}
 		l := t.line[:i]
-		if bytes.Contains(l, []byte("creating ")) || bytes.Contains(l, []byte("processing data for table")) {
-			t.count.Add(1)
+		switch {
+		case bytes.Contains(l, []byte("processing data for table")):
+			t.tables.Add(1)
+		case bytes.Contains(l, []byte("creating ")):
+			t.objects.Add(1)
 		}
 		t.line = t.line[i+1:]
 	}

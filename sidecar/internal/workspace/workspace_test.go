@@ -34,14 +34,14 @@ func TestParseCreateArgs(t *testing.T) {
 
 // pg_restore --verbose lines are counted as they arrive, whatever the write boundaries.
 func TestTailCountsRestoreLines(t *testing.T) {
-	var n atomic.Int64
-	tl := &tail{count: &n}
+	var objects, tables atomic.Int64
+	tl := &tail{objects: &objects, tables: &tables}
 	text := "pg_restore: connecting to database for restore\npg_restore: creating TABLE \"public.t\"\npg_restore: processing data for table \"public.t\"\npg_restore: creating INDEX \"public.i\"\n"
 	for i := 0; i < len(text); i += 7 {
 		_, _ = tl.Write([]byte(text[i:min(i+7, len(text))]))
 	}
-	if n.Load() != 3 {
-		t.Fatalf("counted %d lines, want 3", n.Load())
+	if objects.Load() != 2 || tables.Load() != 1 {
+		t.Fatalf("counted %d objects and %d tables, want 2 and 1", objects.Load(), tables.Load())
 	}
 	big := strings.Repeat("x", tailMax*2)
 	_, _ = tl.Write([]byte(big + "END"))
