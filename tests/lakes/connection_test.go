@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/tests/sidecartest"
 )
 
 // member is a dataenv user made a member of workspaces.
@@ -171,6 +173,16 @@ func TestMemberConnectsToAForkWithPsql(t *testing.T) {
 	pw2 := queryString(t, m.conn, `SELECT dataenv.connection_password('prod/dev')`)
 	if out, ok := psql(t, info[0].uri, pw2, `SELECT count(*) FROM customers`); pw2 == pw || !ok || out != "3" {
 		t.Fatalf("the new password: %v %s", ok, out)
+	}
+	// dataenv connect --psql runs psql on a datatable with the new password.
+	bin, err := sidecartest.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "connect", "--dsn", pg.DSNAs(m.name, m.password, e.conn.Config().Database), "--workspace", "prod/dev",
+		"--psql", "crm", "--", "-XAt", "-c", "SELECT string_agg(name, ',' ORDER BY id) FROM customers")
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "Ada,Grace,Linus" {
+		t.Fatalf("dataenv connect --psql: %v %s", err, out)
 	}
 	// Jobs keep working with the rotated password.
 	if got := e.run("prod/dev", "ATTACH 'datatable://crm' AS crm (READ_ONLY); SELECT count(*) FROM crm.public.customers").rowsText(); got != "3" {

@@ -105,6 +105,14 @@ func TestDuckDBScriptFromPython(t *testing.T) {
 	if strings.Contains(script, "{{") || strings.Contains(script, "sslrootcert") {
 		t.Fatalf("script with placeholders or a sidecar file left:\n%s", script)
 	}
+	bin, err := sidecartest.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed, err := exec.Command(bin, "connect", "--dsn", pg.DSNAs(m.name, m.password, e.conn.Config().Database), "--workspace", "prod/dev").Output()
+	if err != nil || string(printed) != script {
+		t.Fatalf("dataenv connect --workspace prints %q (%v), duckdb_script %q", printed, err, script)
+	}
 	alias := names.AncestorAlias("main", "prod")
 	want := []string{
 		e.run("prod", attachMain+"SELECT string_agg(id || ':' || amount, ' ' ORDER BY id) FROM dl.orders").rowsText(),
