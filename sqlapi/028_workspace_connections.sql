@@ -296,11 +296,44 @@ INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, descr
 ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
                                  workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;
 
+-- A member who leaves a workspace knows its roles' passwords: revoking a membership (through
+-- revoke_workspace or a plain DELETE, which only the owner may do) makes a rotate_credentials
+-- request in the revoker's name when the workspace has roles. Not for a workspace being dropped.
+CREATE OR REPLACE FUNCTION dataenv.workspace_has_roles(workspace text) RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT FROM dataenv.workspace_roles r JOIN dataenv.workspaces w ON w.id = r.workspace
+                    WHERE r.workspace = workspace_has_roles.workspace AND r.incarnation = w.created_at)
+$$;
+COMMENT ON FUNCTION dataenv.workspace_has_roles(text) IS
+    'Internal: whether the workspace (which exists) has a managed role on some cluster.';
+
+CREATE OR REPLACE FUNCTION dataenv.workspace_members_after_delete() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF dataenv.workspace_has_roles(OLD.workspace) THEN
+        -- In the revoker's name (the role the session acts as), authorized as its own request.
+        INSERT INTO dataenv.requests (kind, args, requested_by)
+        VALUES ('rotate_credentials', jsonb_build_object('workspace', OLD.workspace), dataenv.acting_role());
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION dataenv.workspace_members_after_delete() IS
+    'Trigger: a revoked membership rotates the workspace''s passwords (a rotate_credentials request in the revoker''s name).';
+DROP TRIGGER IF EXISTS workspace_members_after_delete ON dataenv.workspace_members;
+CREATE TRIGGER workspace_members_after_delete AFTER DELETE ON dataenv.workspace_members
+    FOR EACH ROW EXECUTE FUNCTION dataenv.workspace_members_after_delete();
+
 REVOKE ALL ON FUNCTION dataenv.require_workspace_user(text, text), dataenv.duckdb_literal(text), dataenv.uri_encode(text),
     dataenv.libpq_uri(text, integer, text, text, text), dataenv.workspace_clusters(text),
     dataenv.current_workspace_role(text, text), dataenv.connection_info(text), dataenv.connection_password(text, text),
     dataenv.duckdb_s3_credentials(text), dataenv.duckdb_script(text), dataenv.duckdb_settings(text), dataenv.validate_prepare_connection(jsonb),
     dataenv.prepare_connection(text), dataenv.validate_rotate_credentials(jsonb), dataenv.rotate_credentials(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION dataenv.workspace_has_roles(text), dataenv.workspace_members_after_delete() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dataenv.connection_info(text), dataenv.connection_password(text, text), dataenv.duckdb_script(text),
     dataenv.duckdb_settings(text),
     dataenv.prepare_connection(text), dataenv.rotate_credentials(text), dataenv.libpq_uri(text, integer, text, text, text),

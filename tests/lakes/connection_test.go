@@ -174,6 +174,28 @@ func TestMemberConnectsToAForkWithPsql(t *testing.T) {
 	if out, ok := psql(t, info[0].uri, pw2, `SELECT count(*) FROM customers`); pw2 == pw || !ok || out != "3" {
 		t.Fatalf("the new password: %v %s", ok, out)
 	}
+	// Revoking a member rotates the passwords: what the member knew stops working.
+	other := e.member("prod/dev")
+	knew := queryString(t, other.conn, `SELECT dataenv.connection_password('prod/dev')`)
+	mustExec(t, m.conn, `SELECT dataenv.revoke_workspace('prod/dev', $1)`, other.name)
+	var rot uuid.UUID
+	if err := e.conn.QueryRow(ctx, `SELECT id FROM dataenv.requests WHERE kind = 'rotate_credentials' AND args->>'workspace' = 'prod/dev'
+		ORDER BY created_at DESC LIMIT 1`).Scan(&rot); err != nil {
+		t.Fatalf("no rotation after the revocation: %v", err)
+	}
+	if row := e.wait(rot); row.Status != "succeeded" {
+		t.Fatalf("rotation after the revocation: %s %s", row.Status, deref(row.Error))
+	}
+	if by := queryString(t, e.conn, `SELECT requested_by::text FROM dataenv.requests WHERE id = $1`, rot); by != m.name {
+		t.Fatalf("the rotation was requested by %s, want the revoker %s", by, m.name)
+	}
+	if out, ok := psql(t, info[0].uri, knew, `SELECT 1`); ok || !strings.Contains(out, "password authentication failed") {
+		t.Fatalf("a revoked member's password: %v %s", ok, out)
+	}
+	if got := execErr(t, other.conn, `SELECT dataenv.connection_password('prod/dev')`); !strings.Contains(got, "may not use workspace") {
+		t.Fatalf("a revoked member: %s", got)
+	}
+	pw2 = queryString(t, m.conn, `SELECT dataenv.connection_password('prod/dev')`)
 	// dataenv connect --psql runs psql on a datatable with the new password.
 	bin, err := sidecartest.Binary()
 	if err != nil {
