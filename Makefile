@@ -31,10 +31,14 @@ test: deps ## install deps, then run every test against real Postgres, S3 and Du
 bench: deps ## run the benchmarks (tests/bench) and update BENCHMARKS.md; BENCH_FLAGS='-only pipeline' for some
 	$(GO) run ./tests/bench $(BENCH_FLAGS)
 
-lint: ## gofmt check and go vet
+lint: ## gofmt, go vet, go mod tidy, and no test code in the shipped binaries
 	@out="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
 	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags dataenv_testhooks ./sidecar/... ./runner/...
+	@$(GO) mod tidy -diff || { echo "go mod tidy would change go.mod/go.sum (above)"; exit 1; }
+	@bad="$$($(GO) list -deps ./sidecar/cmd/dataenv ./runner/cmd/dataenv-runner | grep -E '^testing$$|/tests/|/testkinds$$' || true)"; \
+	if [[ -n "$$bad" ]]; then echo "test code in the shipped binaries:"; echo "$$bad"; exit 1; fi
 
 run: deps build ## start dataenv locally: a Postgres cluster under .dataenv/ (kept), the sidecar; prints a psql command
 	$(BIN)/dataenv dev --dir $(CURDIR)/.dataenv

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
-	"github.com/dataenv/dataenv/runner/protocol"
 )
 
 // passEnv are the variables a runner keeps from the sidecar's environment: what DuckDB needs
@@ -19,11 +17,10 @@ var passEnv = []string{
 	"http_proxy", "https_proxy", "no_proxy", "all_proxy",
 }
 
-// childEnv is the runner's environment: passEnv from ours, plus the test-hook switch when our
-// own environment has it. home replaces HOME when not empty.
+// childEnv is the runner's environment: passEnv from ours. home replaces HOME when not empty.
 func childEnv(home string) []string {
 	var env []string
-	for _, k := range append(passEnv, protocol.EnvTestHooks) {
+	for _, k := range passEnv {
 		v, ok := os.LookupEnv(k)
 		if k == "HOME" && home != "" {
 			v, ok = home, true

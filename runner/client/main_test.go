@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/dataenv/dataenv/runner/client"
-	"github.com/dataenv/dataenv/runner/protocol"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
@@ -25,11 +24,8 @@ func TestMain(m *testing.M) {
 		if pg, err = testenv.StartPostgres(ctx, testenv.PGOptions{Name: "runner-client"}); err != nil {
 			return err
 		}
-		if s3, err = testenv.StartS3(ctx); err != nil {
-			return err
-		}
-		// The runner honours test hooks only with this in the environment the client passes on.
-		return os.Setenv(protocol.EnvTestHooks, "1")
+		s3, err = testenv.StartS3(ctx)
+		return err
 	})
 }
 

@@ -20,9 +20,6 @@ const (
 // DefaultMaxResultBytes bounds a result when the request does not.
 const DefaultMaxResultBytes = 10 << 20
 
-// EnvTestHooks enables Request.TestHook in the runner when set to "1". Tests only.
-const EnvTestHooks = "DATAENV_RUNNER_TEST_HOOKS"
-
 // Request is one job for the runner.
 type Request struct {
 	Mode string `json:"mode"`
@@ -47,7 +44,7 @@ type Request struct {
 	CollectLastOnly bool `json:"collect_last_only,omitempty"`
 	// ExtensionDirectory is DuckDB's extension_directory.
 	ExtensionDirectory string `json:"extension_directory,omitempty"`
-	// TestHook makes the runner misbehave on purpose; honoured only when EnvTestHooks=1.
+	// TestHook makes the runner misbehave on purpose; honoured only by a runner built with the dataenv_testhooks tag.
 	TestHook *TestHook `json:"test_hook,omitempty"`
 }
 

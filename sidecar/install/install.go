@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/migrations"
-	"github.com/dataenv/dataenv/sidecar/version"
+	"github.com/dataenv/dataenv/sidecar/internal/version"
 	"github.com/dataenv/dataenv/sqlapi"
 )
 

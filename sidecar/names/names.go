@@ -47,6 +47,10 @@ const (
 	ForkDataDir = "__dataenv_forks"
 )
 
+// Marker starts the ownership comment of every database, role and schema dataenv creates.
+// Nothing whose comment lacks it is ever altered or dropped.
+const Marker = "managed by dataenv"
+
 // MaxIdentifier is PostgreSQL's identifier limit in bytes (NAMEDATALEN-1).
 const MaxIdentifier = 63
 
@@ -98,6 +102,18 @@ func ForkDataPrefix(storageURL, workspace string) string {
 // writes: <storage>/__dataenv_forks/<segment>/<dataPath>.
 func ForkDataPath(storageURL, workspace, dataPath string) string {
 	return ForkDataPrefix(storageURL, workspace) + strings.TrimLeft(dataPath, "/")
+}
+
+// ForkDataGuard is the prefix, relative to the storage root, that every delete of workspace's
+// fork data must stay under: __dataenv_forks/<segment>/.
+func ForkDataGuard(workspace string) string {
+	return ForkDataDir + "/" + ForkDataSegment(workspace) + "/"
+}
+
+// ForkLakeDataPrefix is workspace's data prefix of a lake whose files live at <dataPath>,
+// relative to the storage root: __dataenv_forks/<segment>/<dataPath>/.
+func ForkLakeDataPrefix(workspace, dataPath string) string {
+	return ForkDataGuard(workspace) + strings.Trim(dataPath, "/") + "/"
 }
 
 // AncestorAlias is the DuckDB alias under which a fork attaches ancestor's namespace of lake

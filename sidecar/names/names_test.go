@@ -150,3 +150,17 @@ func FuzzInjective(f *testing.F) {
 		}
 	})
 }
+
+// The relative lake data prefix agrees with the absolute fork data path, and stays under the
+// guard every delete checks.
+func TestForkLakeDataPrefixAgreesWithForkDataPath(t *testing.T) {
+	for _, ws := range []string{"dev", "feature/x", "a-b"} {
+		want := strings.TrimPrefix(ForkDataPath("s3://b", ws, "lakes/main"), "s3://b/") + "/"
+		if got := ForkLakeDataPrefix(ws, "/lakes/main/"); got != want {
+			t.Errorf("ForkLakeDataPrefix(%q) = %q, want %q", ws, got, want)
+		}
+		if !strings.HasPrefix(ForkLakeDataPrefix(ws, "x"), ForkDataGuard(ws)) || strings.Count(ForkDataGuard(ws), "/") != 2 {
+			t.Errorf("guard %q", ForkDataGuard(ws))
+		}
+	}
+}

@@ -12,11 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/dataenv/dataenv/sidecar/cluster"
-	"github.com/dataenv/dataenv/sidecar/request"
-	"github.com/dataenv/dataenv/sidecar/workspace"
 )
 
 // The forks suite: how long create_fork takes to make a datatable's copy, for a parent with 10,
@@ -86,11 +81,9 @@ func ForkBench(ctx context.Context, env *Env, sizes []int, reps int) ([]ForkRow,
 }
 
 type forkBench struct {
-	inProcess
-	env  *Env
-	dsn  func(db string) string
-	pool *pgxpool.Pool
-	svc  *workspace.Service
+	*benchSidecar
+	env *Env
+	dsn func(db string) string
 	// libpqEnv reaches the cluster as the superuser for the plain pg_dump | psql
 	libpqEnv []string
 }
@@ -100,31 +93,18 @@ func newForkBench(ctx context.Context, env *Env) (*forkBench, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctrl, pool, err := installedControl(ctx, env, "bench_forks_control")
+	sc, err := installedControl(ctx, env, "bench_forks_control")
 	if err != nil {
 		return nil, err
 	}
-	fb := &forkBench{inProcess: inProcess{super: pg.SuperUser}, env: env, dsn: pg.DSN, pool: pool,
+	fb := &forkBench{benchSidecar: sc, env: env, dsn: pg.DSN,
 		libpqEnv: append(os.Environ(), "PGHOST="+pg.Host(), fmt.Sprintf("PGPORT=%d", pg.Port()), "PGUSER="+pg.SuperUser,
 			"PGPASSWORD="+pg.SuperPassword, "PGSSLMODE=disable")}
-	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: ctrl, Logger: quietLogger("cluster")})
-	if err != nil {
-		return nil, err
-	}
-	reg := request.NewRegistry()
-	admin.Register(reg)
-	if fb.svc, err = workspace.New(workspace.Config{Control: pool, Clusters: admin, Logger: quietLogger("workspace")}); err != nil {
-		return nil, err
-	}
-	fb.svc.Register(reg)
-	fb.reg = reg
-	if _, err := fb.handle(ctx, cluster.KindSetupCluster, map[string]any{"cluster": "instance"}); err != nil {
+	if _, err := fb.handle(ctx, "setup_cluster", map[string]any{"cluster": "instance"}); err != nil {
 		return nil, fmt.Errorf("setup of the instance cluster: %w", err)
 	}
 	return fb, nil
 }
-
-func (fb *forkBench) close() { fb.pool.Close() }
 
 // measure builds a parent with n tables and times each operation reps times.
 func (fb *forkBench) measure(ctx context.Context, n, reps int, warmup bool) (ForkRow, error) {
@@ -141,7 +121,7 @@ func (fb *forkBench) measure(ctx context.Context, n, reps int, warmup bool) (For
 		return row, err
 	}
 	if warmup { // the first fork of the run pays for cold caches: not timed
-		if _, _, err := fb.fork(ctx, ws, ws+"-warmup", workspace.ModeSchemaOnly); err != nil {
+		if _, _, err := fb.fork(ctx, ws, ws+"-warmup", "schema_only"); err != nil {
 			return row, err
 		}
 	}
@@ -152,12 +132,12 @@ func (fb *forkBench) measure(ctx context.Context, n, reps int, warmup bool) (For
 			return row, err
 		}
 		tpl = append(tpl, d)
-		d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-fc-%d", ws, i), workspace.ModeFullCopy)
+		d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-fc-%d", ws, i), "full_copy")
 		if err != nil {
 			return row, err
 		}
 		fc, row.FullMethod = append(fc, d), m
-		if d, m, err = fb.fork(ctx, ws, fmt.Sprintf("%s-so-%d", ws, i), workspace.ModeSchemaOnly); err != nil {
+		if d, m, err = fb.fork(ctx, ws, fmt.Sprintf("%s-so-%d", ws, i), "schema_only"); err != nil {
 			return row, err
 		}
 		so, row.SchemaOnlyMethod = append(so, d), m
@@ -170,25 +150,27 @@ func (fb *forkBench) measure(ctx context.Context, n, reps int, warmup bool) (For
 	return row, nil
 }
 
-// fork times one create_fork handler run, then drops the fork (not timed).
+// fork times one create_fork run on the sidecar, then drops the fork (not timed).
 func (fb *forkBench) fork(ctx context.Context, parent, fork, mode string) (time.Duration, string, error) {
 	if err := fb.settle(ctx); err != nil {
 		return 0, "", err
 	}
-	start := time.Now()
-	res, err := fb.handle(ctx, workspace.KindCreateFork, map[string]any{"parent": parent, "fork": fork,
+	res, took, err := fb.handleTimed(ctx, "create_fork", map[string]any{"parent": parent, "fork": fork,
 		"datatables": map[string]string{"d": mode}})
-	took := time.Since(start)
 	if err != nil {
 		return 0, "", fmt.Errorf("create_fork %s: %w", mode, err)
 	}
-	var r workspace.ForkResult
+	var r struct {
+		Datatables []struct {
+			Method string `json:"method"`
+		} `json:"datatables"`
+	}
 	_ = json.Unmarshal(res, &r)
 	method := ""
 	if len(r.Datatables) == 1 {
 		method = r.Datatables[0].Method
 	}
-	if _, err := fb.handle(ctx, workspace.KindDropFork, map[string]any{"fork": fork}); err != nil {
+	if _, err := fb.handle(ctx, "drop_fork", map[string]any{"fork": fork}); err != nil {
 		return 0, "", fmt.Errorf("drop_fork: %w", err)
 	}
 	return took, method, nil

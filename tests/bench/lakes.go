@@ -9,16 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/minio/minio-go/v7"
 
 	"github.com/dataenv/dataenv/runner/client"
-	"github.com/dataenv/dataenv/runner/runnertest"
-	"github.com/dataenv/dataenv/sidecar/cluster"
-	"github.com/dataenv/dataenv/sidecar/job"
-	"github.com/dataenv/dataenv/sidecar/lake"
-	"github.com/dataenv/dataenv/sidecar/request"
-	"github.com/dataenv/dataenv/sidecar/workspace"
+	"github.com/dataenv/dataenv/sidecar/names"
+
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
@@ -74,15 +69,13 @@ type LakeResults struct {
 	Cleanup CleanupRow
 }
 
-// lakeBench holds the in-process handlers (create_fork, drop_fork, run, materialize) on a
-// control database of the bench cluster, and the runner.
+// lakeBench holds a sidecar (create_fork, drop_fork, run, materialize) on a control database of
+// the bench cluster, and a runner client for the jobs timed without the sidecar.
 type lakeBench struct {
-	inProcess
+	*benchSidecar
 	env     *Env
 	dsn     func(db string) string
 	control string
-	pool    *pgxpool.Pool
-	hooks   *lake.Hooks
 	runner  *client.Client
 	dir     string
 	cleanup []func()
@@ -93,19 +86,13 @@ func newLakeBench(ctx context.Context, env *Env) (*lakeBench, error) {
 	if err != nil {
 		return nil, err
 	}
-	lb := &lakeBench{inProcess: inProcess{super: pg.SuperUser}, env: env, dsn: pg.DSN, control: "bench_lakes_control"}
-	ctrl, pool, err := installedControl(ctx, env, lb.control)
-	if err != nil {
-		return nil, err
-	}
-	lb.pool = pool
-	lb.cleanup = append(lb.cleanup, lb.pool.Close)
+	lb := &lakeBench{env: env, dsn: pg.DSN, control: "bench_lakes_control"}
 	if lb.dir, err = os.MkdirTemp("", "dataenv-bench-lakes-"); err != nil {
 		return nil, err
 	}
 	lb.cleanup = append(lb.cleanup, func() { os.RemoveAll(lb.dir) })
 	env.Progress("lakes: building dataenv-runner")
-	bin, remove, err := runnertest.Build(ctx)
+	bin, remove, err := testenv.BuildRunnerBinary(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -113,35 +100,12 @@ func newLakeBench(ctx context.Context, env *Env) (*lakeBench, error) {
 	if lb.runner, err = client.New(client.Config{RunnerPath: bin, Isolation: client.IsolationPlain}); err != nil {
 		return nil, err
 	}
-	return lb, lb.wire(ctrl)
-}
-
-// wire builds the handlers the way the sidecar's composition root does.
-func (lb *lakeBench) wire(ctrl string) error {
-	admin, err := cluster.New(cluster.Config{Control: lb.pool, ControlDSN: ctrl, Logger: quietLogger("cluster")})
-	if err != nil {
-		return err
+	if lb.benchSidecar, err = installedControl(ctx, env, lb.control, "DATAENV_RUNNER_PATH="+bin, "DATAENV_JOB_ISOLATION=plain"); err != nil {
+		return nil, err
 	}
-	registry := lake.NewRegistry(lb.pool, admin, 0)
-	resolver := &lake.Resolver{Control: lb.pool, Clusters: admin, Registry: registry, Datatables: lake.SQLDatatables{Control: lb.pool},
-		Logger: quietLogger("lake")}
-	jobs, err := job.New(job.Config{Control: lb.pool, Resolver: resolver, Runner: lb.runner, Isolation: client.IsolationPlain,
-		Logger: quietLogger("job")})
-	if err != nil {
-		return err
-	}
-	lb.hooks = lake.NewHooks(lb.pool, admin, registry, quietLogger("lake"))
-	svc, err := workspace.New(workspace.Config{Control: lb.pool, Clusters: admin, Logger: quietLogger("workspace"),
-		Cleaners: []workspace.ForkCleaner{lb.hooks}})
-	if err != nil {
-		return err
-	}
-	lb.reg = request.NewRegistry()
-	jobs.Register(lb.reg)
-	svc.Register(lb.reg)
-	admin.Register(lb.reg)
-	_, err = lb.handle(context.Background(), cluster.KindSetupCluster, map[string]any{"cluster": "instance"})
-	return err
+	lb.cleanup = append(lb.cleanup, lb.benchSidecar.close)
+	_, err = lb.handle(ctx, "setup_cluster", map[string]any{"cluster": "instance"})
+	return lb, err
 }
 
 func (lb *lakeBench) close() {
@@ -150,11 +114,10 @@ func (lb *lakeBench) close() {
 	}
 }
 
-// timed runs a handler and returns how long it took.
+// timed runs a request and returns how long it ran on the sidecar.
 func (lb *lakeBench) timed(ctx context.Context, kind string, args map[string]any) (time.Duration, error) {
-	start := time.Now()
-	_, err := lb.handle(ctx, kind, args)
-	return time.Since(start), err
+	_, took, err := lb.handleTimed(ctx, kind, args)
+	return took, err
 }
 
 func (lb *lakeBench) sql(ctx context.Context, sql string, args ...any) error {
@@ -178,7 +141,7 @@ func (lb *lakeBench) localStorage(ctx context.Context) error {
 }
 
 func (lb *lakeBench) run(ctx context.Context, ws, sql string) (time.Duration, error) {
-	return lb.timed(ctx, job.KindRun, map[string]any{"workspace": ws, "sql": sql})
+	return lb.timed(ctx, "run", map[string]any{"workspace": ws, "sql": sql})
 }
 
 const benchAttach = "ATTACH 'ducklake://main' AS dl;\n"
@@ -208,7 +171,7 @@ func LakeForkCreation(ctx context.Context, lb *lakeBench, sizes []int, reps int)
 		var create, first, next, parent []time.Duration
 		for i := range reps {
 			fork := fmt.Sprintf("%s-f%d", ws, i)
-			d, err := lb.timed(ctx, workspace.KindCreateFork, map[string]any{"parent": ws, "fork": fork})
+			d, err := lb.timed(ctx, "create_fork", map[string]any{"parent": ws, "fork": fork})
 			if err != nil {
 				return nil, err
 			}
@@ -268,12 +231,12 @@ func DeferReadRatio(ctx context.Context, lb *lakeBench, rows, reps int) (DeferRo
 	if err := lb.rootWithLake(ctx, "lk-read", "bench_lakes_read", "local"); err != nil {
 		return row, err
 	}
-	_, err := lb.timed(ctx, job.KindMaterialize, map[string]any{"workspace": "lk-read", "target": "ducklake://main/orders",
+	_, err := lb.timed(ctx, "materialize", map[string]any{"workspace": "lk-read", "target": "ducklake://main/orders",
 		"query": fmt.Sprintf("SELECT range AS id, (range * 7919) %% 100003 AS amount, 'customer ' || (range %% 5000) AS customer FROM range(%d)", rows)})
 	if err != nil {
 		return row, err
 	}
-	if _, err := lb.timed(ctx, workspace.KindCreateFork, map[string]any{"parent": "lk-read", "fork": "lk-read-f"}); err != nil {
+	if _, err := lb.timed(ctx, "create_fork", map[string]any{"parent": "lk-read", "fork": "lk-read-f"}); err != nil {
 		return row, err
 	}
 	query := benchAttach + "SELECT customer, sum(amount), count(*) FROM dl.orders GROUP BY customer ORDER BY 2 DESC LIMIT 5"
@@ -314,11 +277,11 @@ func AttachWithManySchemas(ctx context.Context, lb *lakeBench, counts []int, rep
 	}
 	dsn := lb.dsn(db)
 	attach := func(alias, schema string, meta bool) string {
-		opts := fmt.Sprintf("METADATA_SCHEMA %s, DATA_PATH %s", lake.Literal(schema), lake.Literal(lb.dir+"/attach/"+schema+"/"))
+		opts := fmt.Sprintf("METADATA_SCHEMA %s, DATA_PATH %s", literal(schema), literal(lb.dir+"/attach/"+schema+"/"))
 		if meta {
-			opts += ", META_SCHEMA " + lake.Literal(schema)
+			opts += ", META_SCHEMA " + literal(schema)
 		}
-		return fmt.Sprintf("ATTACH %s AS %s (%s)", lake.Literal("ducklake:postgres:"+dsn), alias, opts)
+		return fmt.Sprintf("ATTACH %s AS %s (%s)", literal("ducklake:postgres:"+dsn), alias, opts)
 	}
 	run := func(blocks ...string) (time.Duration, error) {
 		start := time.Now()
@@ -395,21 +358,21 @@ func CleanupThroughput(ctx context.Context, lb *lakeBench, objects int) (Cleanup
 	if err := lb.rootWithLake(ctx, "lk-clean", "bench_lakes_clean", "s3"); err != nil {
 		return row, err
 	}
-	if _, err := lb.timed(ctx, workspace.KindCreateFork, map[string]any{"parent": "lk-clean", "fork": "lk-clean-f"}); err != nil {
+	if _, err := lb.timed(ctx, "create_fork", map[string]any{"parent": "lk-clean", "fork": "lk-clean-f"}); err != nil {
 		return row, err
 	}
 	if _, err := lb.run(ctx, "lk-clean-f", benchAttach+"CREATE TABLE dl.t AS SELECT range AS id FROM range(10000)"); err != nil {
 		return row, err
 	}
 	lb.env.Progress("lakes: uploading %d objects twice", objects)
-	prefix := lake.ForkDataPrefix("lk-clean-f", "lakes/lk-clean")
+	prefix := names.ForkLakeDataPrefix("lk-clean-f", "lakes/lk-clean")
 	if err := putObjects(ctx, mc, bucket, prefix+"filler/", objects); err != nil {
 		return row, err
 	}
 	if err := putObjects(ctx, mc, bucket, "baseline/", objects); err != nil {
 		return row, err
 	}
-	if row.DropFork, err = lb.timed(ctx, workspace.KindDropFork, map[string]any{"fork": "lk-clean-f"}); err != nil {
+	if row.DropFork, err = lb.timed(ctx, "drop_fork", map[string]any{"fork": "lk-clean-f"}); err != nil {
 		return row, err
 	}
 	start := time.Now()
@@ -491,3 +454,6 @@ func renderLakes(env *Env, r LakeResults, reps int, took time.Duration) string {
 		float64(c.Objects)/c.Direct.Seconds(), ratio(float64(c.DropFork), float64(c.Direct)))
 	return b.String()
 }
+
+// literal quotes s as a SQL string literal.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

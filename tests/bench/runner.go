@@ -7,7 +7,7 @@ import (
 
 	"github.com/dataenv/dataenv/runner/bench"
 	"github.com/dataenv/dataenv/runner/client"
-	"github.com/dataenv/dataenv/runner/runnertest"
+	"github.com/dataenv/dataenv/tests/testenv"
 )
 
 // The runner suite (issue 6): what a DuckDB job in a process of its own costs per job (spawn,
@@ -23,7 +23,7 @@ func (runnerSuite) Name() string { return "runner" }
 
 func (runnerSuite) Run(ctx context.Context, env *Env) (string, error) {
 	start := time.Now()
-	bin, remove, err := runnertest.Build(ctx)
+	bin, remove, err := testenv.BuildRunnerBinary(ctx)
 	if err != nil {
 		return "", fmt.Errorf("build the runner: %w", err)
 	}

@@ -5,8 +5,7 @@ import (
 	"time"
 
 	"github.com/dataenv/dataenv/sidecar/names"
-	"github.com/dataenv/dataenv/sidecar/sidecartest"
-	"github.com/dataenv/dataenv/sidecar/workspace"
+	"github.com/dataenv/dataenv/tests/sidecartest"
 )
 
 // TestCrashInSchemaOnlyFork kills the sidecar (SIGKILL) at each point of a schema_only fork,
@@ -14,7 +13,7 @@ import (
 // finishes once, with the complete schema, one copy database, one registry row, no staging
 // database left.
 func TestCrashInSchemaOnlyFork(t *testing.T) {
-	for _, point := range []string{workspace.CrashAfterCreateDatabase, workspace.CrashAfterLoad, workspace.CrashBeforeCommit} {
+	for _, point := range []string{"fork.after_create_database", "fork.after_load", "fork.before_commit"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			env := []string{"DATAENV_CRASH_AT=" + point, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
@@ -58,7 +57,7 @@ func TestCrashInSchemaOnlyFork(t *testing.T) {
 // the rerun drops them and removes their registry rows.
 func TestCrashInDropFork(t *testing.T) {
 	t.Parallel()
-	env := []string{"DATAENV_CRASH_AT=" + workspace.CrashAfterWorkspaceDrop, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+	env := []string{"DATAENV_CRASH_AT=" + "fork.after_workspace_drop", "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
 	f := newFixture(t, env...)
 	a := f.newUser()
 	p := f.parentDB("p", 10)

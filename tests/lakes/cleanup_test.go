@@ -2,7 +2,7 @@ package lakes_test
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -11,25 +11,32 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/dataenv/dataenv/sidecar/cluster"
-	"github.com/dataenv/dataenv/sidecar/lake"
+	"github.com/dataenv/dataenv/sidecar/names"
 )
 
-// hooks returns the lake fork hooks on the env's control database, as the sidecar builds them.
-func (e *env) hooks() *lake.Hooks {
+// cleanupResult is what the test-only kind test_lake_cleanup reports.
+type cleanupResult struct {
+	OK           bool   `json:"ok"`
+	CleanupError bool   `json:"cleanup_error"`
+	BlocksCreate bool   `json:"blocks_create"`
+	Error        string `json:"error"`
+}
+
+// lakeCleanup runs the lake side of a fork's cleanup on its own, in the sidecar (the test-only
+// request kind test_lake_cleanup), and returns what it reported.
+func (e *env) lakeCleanup(fork string) cleanupResult {
 	e.t.Helper()
-	pool, err := pgxpool.New(context.Background(), e.dsn)
-	if err != nil {
+	mustExec(e.t, e.conn, `INSERT INTO dataenv.request_kinds (kind, description) VALUES ('test_lake_cleanup', 'tests only') ON CONFLICT DO NOTHING`)
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `INSERT INTO dataenv.requests (kind, args) VALUES ('test_lake_cleanup', jsonb_build_object('fork', $1::text)) RETURNING id`, fork).Scan(&id); err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(pool.Close)
-	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: e.dsn})
-	if err != nil {
-		e.t.Fatal(err)
+	row := e.wait(id)
+	var r cleanupResult
+	if row.Status != "succeeded" || json.Unmarshal(row.Result, &r) != nil {
+		e.t.Fatalf("test_lake_cleanup %s: %s %s", fork, row.Status, deref(row.Error))
 	}
-	return lake.NewHooks(pool, admin, lake.NewRegistry(pool, admin, 0), nil)
+	return r
 }
 
 func (e *env) schemaExists(schema string) bool {
@@ -52,7 +59,6 @@ func (e *env) dropWorkspace(id string) {
 func TestCleanupFork(t *testing.T) {
 	for _, sk := range storageKinds {
 		t.Run(sk.name, func(t *testing.T) {
-			ctx := context.Background()
 			e, url := lakeEnv(t, sk)
 			e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
 			e.workspace("dev", "prod")
@@ -60,26 +66,23 @@ func TestCleanupFork(t *testing.T) {
 			e.materialize("dev", "ducklake://main/orders", ordersQuery, "replace")
 			e.materialize("dev", "ducklake://main/other", ordersQuery, "replace")
 			e.materialize("dev2", "ducklake://main/orders", ordersQuery, "replace")
-			devSchema, dev2Schema := lake.ForkMetadataSchema("dev", "main"), lake.ForkMetadataSchema("dev2", "main")
-			devPrefix, dev2Prefix := lake.ForkDataPrefix("dev", "lakes/main"), lake.ForkDataPrefix("dev2", "lakes/main")
+			devSchema, dev2Schema := names.ForkLakeSchema("dev", "main"), names.ForkLakeSchema("dev2", "main")
+			devPrefix, dev2Prefix := names.ForkLakeDataPrefix("dev", "lakes/main"), names.ForkLakeDataPrefix("dev2", "lakes/main")
 			parentObjects, parentCatalog := listKeys(t, url, "lakes/main/"), e.catalogState("public")
 			dev2Objects, dev2Catalog := listKeys(t, url, dev2Prefix), e.catalogState(dev2Schema)
 			if len(listKeys(t, url, devPrefix)) == 0 || !e.schemaExists(devSchema) {
 				t.Fatal("the fork wrote nothing")
 			}
-			h := e.hooks()
-			if err := h.CleanupFork(ctx, "dev", nil); err != nil || !e.schemaExists(devSchema) {
-				t.Fatalf("cleanup of a live fork: %v; schema exists %t", err, e.schemaExists(devSchema))
+			if r := e.lakeCleanup("dev"); !r.OK || !e.schemaExists(devSchema) {
+				t.Fatalf("cleanup of a live fork: %+v; schema exists %t", r, e.schemaExists(devSchema))
 			}
 			e.dropWorkspace("dev")
 			if sk.name == "s3" {
 				// The storage is unreachable: the schema phase finishes, the data phase fails.
 				mustExec(t, e.conn, `SELECT dataenv.update_storage_credentials('st', $1::jsonb)`, fmt.Sprintf(
 					`{"endpoint": "http://127.0.0.1:1", "region": %q, "access_key_id": %q, "secret_access_key": %q}`, s3.Region, s3.AccessKey, s3.SecretKey))
-				err := h.CleanupFork(ctx, "dev", nil)
-				var ce *lake.CleanupError
-				if !errors.As(err, &ce) || lake.BlocksCreate(err) {
-					t.Fatalf("cleanup with the storage down: %v", err)
+				if r := e.lakeCleanup("dev"); !r.CleanupError || r.BlocksCreate {
+					t.Fatalf("cleanup with the storage down: %+v", r)
 				}
 				if got := queryString(t, e.conn, `SELECT string_agg(schema_dropped::text, ',') FROM dataenv.fork_lake_namespaces WHERE workspace = 'dev'`); got != "true" {
 					t.Fatalf("schema_dropped after the outage: %s", got)
@@ -90,8 +93,8 @@ func TestCleanupFork(t *testing.T) {
 				mustExec(t, e.conn, `SELECT dataenv.update_storage_credentials('st', $1::jsonb)`, fmt.Sprintf(
 					`{"endpoint": "http://%s", "region": %q, "access_key_id": %q, "secret_access_key": %q}`, s3.Endpoint, s3.Region, s3.AccessKey, s3.SecretKey))
 			}
-			if err := h.CleanupFork(ctx, "dev", nil); err != nil {
-				t.Fatalf("cleanup: %v", err)
+			if r := e.lakeCleanup("dev"); !r.OK {
+				t.Fatalf("cleanup: %+v", r)
 			}
 			if e.schemaExists(devSchema) {
 				t.Fatal("fork schema still there")
@@ -111,8 +114,8 @@ func TestCleanupFork(t *testing.T) {
 			if !reflect.DeepEqual(listKeys(t, url, dev2Prefix), dev2Objects) || e.catalogState(dev2Schema) != dev2Catalog {
 				t.Fatal("the sibling fork changed")
 			}
-			if err := h.CleanupFork(ctx, "dev", nil); err != nil {
-				t.Fatalf("a second cleanup: %v", err)
+			if r := e.lakeCleanup("dev"); !r.OK {
+				t.Fatalf("a second cleanup: %+v", r)
 			}
 		})
 	}
@@ -121,25 +124,22 @@ func TestCleanupFork(t *testing.T) {
 // A fork id whose previous incarnation left a metadata schema that cannot be dropped is not
 // created again; nothing without the marker is ever dropped.
 func TestCreateForkRefusedWhileOldSchemaRemains(t *testing.T) {
-	ctx := context.Background()
 	e, _ := lakeEnv(t, storageKinds[0])
 	e.workspace("dev", "prod")
 	e.materialize("dev", "ducklake://main/t", "SELECT 1 AS x", "replace")
-	schema := lake.ForkMetadataSchema("dev", "main")
+	schema := names.ForkLakeSchema("dev", "main")
 	catalog := pg.Connect(t, e.catalog)
 	mustExec(t, catalog, `COMMENT ON SCHEMA `+schema+` IS 'not dataenv''s'`)
 	e.dropWorkspace("dev")
-	h := e.hooks()
-	err := h.OnCreateFork(ctx, "dev", "prod", nil, nil)
-	if err == nil || !strings.Contains(err.Error(), "lacks dataenv's marker") {
-		t.Fatalf("create over an unmarked leftover schema: %v", err)
+	if row := e.createFork("dev", "prod"); row.Status != "failed" || !strings.Contains(deref(row.Error), "lacks dataenv's marker") {
+		t.Fatalf("create over an unmarked leftover schema: %s %s", row.Status, deref(row.Error))
 	}
 	if !e.schemaExists(schema) {
 		t.Fatal("an unmarked schema was dropped")
 	}
-	mustExec(t, catalog, `COMMENT ON SCHEMA `+schema+` IS `+lake.Literal(cluster.Marker+"; lake fork namespace"))
-	if err := h.OnCreateFork(ctx, "dev", "prod", nil, nil); err != nil {
-		t.Fatalf("create after the leftover became droppable: %v", err)
+	mustExec(t, catalog, `COMMENT ON SCHEMA `+schema+` IS '`+names.Marker+`; lake fork namespace'`)
+	if row := e.createFork("dev", "prod"); row.Status != "succeeded" {
+		t.Fatalf("create after the leftover became droppable: %s %s", row.Status, deref(row.Error))
 	}
 	if e.schemaExists(schema) {
 		t.Fatal("the leftover schema was not dropped")
@@ -162,7 +162,7 @@ func TestDropForkKilledMidCleanup(t *testing.T) {
 	e.workspace("dev", "prod")
 	e.materialize("dev", "ducklake://main/orders", ordersQuery, "replace")
 	parentObjects, parentCatalog := listKeys(t, url, "lakes/main/"), e.catalogState("public")
-	schema, prefix := lake.ForkMetadataSchema("dev", "main"), lake.ForkDataPrefix("dev", "lakes/main")
+	schema, prefix := names.ForkLakeSchema("dev", "main"), names.ForkLakeDataPrefix("dev", "lakes/main")
 	var id string
 	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.drop_fork('dev')::text`).Scan(&id); err != nil {
 		t.Fatal(err)

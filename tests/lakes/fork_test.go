@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dataenv/dataenv/sidecar/lake"
+	"github.com/dataenv/dataenv/sidecar/names"
 )
 
 // count runs SELECT count(*) FROM dl.<table> in workspace.
@@ -82,7 +82,7 @@ func TestForkDeferThenMaterialize(t *testing.T) {
 			if got := e.count("dev", "orders"); got != "2001" {
 				t.Fatalf("after the parent appended, dev reads %s rows, want 2001", got)
 			}
-			schema := lake.ForkMetadataSchema("dev", "main")
+			schema := names.ForkLakeSchema("dev", "main")
 			if got := e.liveViews(schema); !reflect.DeepEqual(got, []string{"orders"}) {
 				t.Fatalf("fork views %v", got)
 			}
@@ -107,9 +107,9 @@ func TestForkDeferThenMaterialize(t *testing.T) {
 			if got := e.count("prod", "orders"); got != "2001" {
 				t.Fatalf("prod reads %s rows", got)
 			}
-			forkKeys := listKeys(t, url, lake.ForkDataPrefix("dev", "lakes/main"))
+			forkKeys := listKeys(t, url, names.ForkLakeDataPrefix("dev", "lakes/main"))
 			if len(forkKeys) == 0 {
-				t.Fatalf("no fork files under %s", lake.ForkDataPrefix("dev", "lakes/main"))
+				t.Fatalf("no fork files under %s", names.ForkLakeDataPrefix("dev", "lakes/main"))
 			}
 		})
 	}
@@ -191,7 +191,7 @@ func TestForkCannotEscapeItsNamespace(t *testing.T) {
 	if got := e.catalogState("public"); got != parentCatalog {
 		t.Fatalf("parent catalog changed: %s -> %s", parentCatalog, got)
 	}
-	alias := lake.AncestorAlias("main", "prod")
+	alias := names.AncestorAlias("main", "prod")
 	row := e.runRow("dev", attachMain+"INSERT INTO "+alias+".orders VALUES (1, 1)")
 	if row.Status != "failed" || !strings.Contains(deref(row.Error), "read-only") {
 		t.Fatalf("write through the ancestor alias: %s %s", row.Status, deref(row.Error))

@@ -17,7 +17,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/dataenv/dataenv/runner/client"
-	"github.com/dataenv/dataenv/sidecar/sidecartest"
+	"github.com/dataenv/dataenv/tests/sidecartest"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
@@ -81,6 +81,14 @@ func (e *env) workspace(id, parent string, sharedLakes ...string) {
 		mustExec(e.t, e.conn, `SELECT dataenv.create_workspace($1)`, id)
 		return
 	}
+	if row := e.createFork(id, parent, sharedLakes...); row.Status != "succeeded" {
+		e.t.Fatalf("create_fork %s: %s %s", id, row.Status, deref(row.Error))
+	}
+}
+
+// createFork makes fork of parent through dataenv.create_fork and returns the request row.
+func (e *env) createFork(id, parent string, sharedLakes ...string) sidecartest.Row {
+	e.t.Helper()
 	if sharedLakes == nil {
 		sharedLakes = []string{}
 	}
@@ -88,9 +96,7 @@ func (e *env) workspace(id, parent string, sharedLakes ...string) {
 	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.create_fork($1, $2, '{}', $3)`, parent, id, sharedLakes).Scan(&rid); err != nil {
 		e.t.Fatalf("create_fork: %v", err)
 	}
-	if row := e.wait(rid); row.Status != "succeeded" {
-		e.t.Fatalf("create_fork %s: %s %s", id, row.Status, deref(row.Error))
-	}
+	return e.wait(rid)
 }
 
 // dropFork drops a fork through dataenv.drop_fork and returns the request row.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/dataenv/dataenv/sidecar/job"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
@@ -30,7 +29,7 @@ func TestJailedJobOnTLSCatalog(t *testing.T) {
 	mustExec(t, e.conn, `SELECT dataenv.add_storage('st', $1)`, "file://"+t.TempDir())
 	e.workspace("prod", "")
 	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'tlscat', 'tls_catalog', 'st', 'lakes/main')`)
-	e.startSidecar(job.EnvIsolation + "=jailed")
+	e.startSidecar("DATAENV_JOB_ISOLATION=jailed")
 
 	r := e.run("prod", attachMain+"CREATE TABLE dl.t AS SELECT range AS id FROM range(3);\nSELECT count(*) AS n, max(id) AS top FROM dl.t")
 	if got := r.rowsText(); got != "3,2" {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/install"
-	"github.com/dataenv/dataenv/sidecar/sidecartest"
+	"github.com/dataenv/dataenv/tests/sidecartest"
 )
 
 func TestInstallIsIdempotentAndUninstallRemovesEverything(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/dataenv/dataenv/sidecar/sidecartest"
+	"github.com/dataenv/dataenv/tests/sidecartest"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/dataenv/dataenv/sidecar/sidecartest"
+	"github.com/dataenv/dataenv/tests/sidecartest"
 )
 
 // Application code can LISTEN dataenv_request_finished: every request that reaches a final

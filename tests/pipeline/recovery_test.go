@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dataenv/dataenv/sidecar/sidecartest"
+	"github.com/dataenv/dataenv/tests/sidecartest"
 )
 
 // TestCrashPoints kills the sidecar with SIGKILL at each named point of a request with two side

@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dataenv/dataenv/runner/client"
+	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/daemon"
+	"github.com/dataenv/dataenv/sidecar/internal/job"
+	"github.com/dataenv/dataenv/sidecar/internal/lake"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+	"github.com/dataenv/dataenv/sidecar/internal/workspace"
+)
+
+// Run builds the sidecar from cfg and runs it until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	pool, err := openPool(ctx, cfg.DSN)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	reg := metrics.NewRegistry()
+	m := metrics.New(reg)
+	kinds, err := buildKinds(pool, cfg, m)
+	if err != nil {
+		return err
+	}
+	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, HTTPAddr: cfg.HTTPAddr,
+		Concurrency: cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
+		Registry: kinds, Metrics: m, Gatherer: reg})
+}
+
+// openPool opens the control pool every component shares. Its sessions pin search_path: the
+// sidecar's role owns the dataenv schema, and nothing it runs may resolve to an object another
+// role created.
+func openPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse control DSN: %w", err)
+	}
+	pcfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "dataenv-sidecar"
+	pcfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open control pool: %w", err)
+	}
+	return pool, nil
+}
+
+// components are the shared parts every area is built from, each made once.
+type components struct {
+	Pool     *pgxpool.Pool
+	Metrics  *metrics.Metrics
+	Logger   *slog.Logger
+	Clusters *cluster.Admin
+	Lakes    *lake.Hooks
+}
+
+// buildKinds builds every area on one set of shared components and registers every request
+// kind's handler: the one place that knows them all.
+func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Registry, error) {
+	log := cfg.Logger
+	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: pool.Config().ConnString(), Metrics: m, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	lakeRegistry := lake.NewRegistry(pool, admin, 0)
+	resolver := &lake.Resolver{Control: pool, Clusters: admin, Registry: lakeRegistry, Logger: log}
+	lakeHooks := lake.NewHooks(pool, admin, lakeRegistry, log)
+	lakeHooks.Metrics = m
+	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m,
+		Isolation: cfg.JobIsolation, Runner: client.Config{RunnerPath: cfg.RunnerPath, Logger: log}})
+	if err != nil {
+		return nil, err
+	}
+	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
+		Cleaners: []workspace.ForkCleaner{lakeHooks}, BlocksCreate: lake.BlocksCreate})
+	if err != nil {
+		return nil, err
+	}
+	reg := request.NewRegistry()
+	reg.Register("ping", pingHandler{})
+	admin.Register(reg)
+	jobs.Register(reg)
+	forks.Register(reg)
+	if registerTestKinds != nil {
+		registerTestKinds(reg, components{Pool: pool, Metrics: m, Logger: log, Clusters: admin, Lakes: lakeHooks})
+	}
+	return reg, nil
+}
+
+// registerTestKinds is set only in binaries built with the dataenv_testhooks tag (testhooks.go).
+var registerTestKinds func(reg *request.Registry, c components)

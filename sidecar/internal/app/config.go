@@ -1,0 +1,24 @@
+package app
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/dataenv/dataenv/runner/client"
+)
+
+// Config is everything the sidecar is configured with. Zero values take the defaults the flags
+// document (see sidecar/cmd/dataenv).
+type Config struct {
+	DSN           string        // control database (the role that ran install)
+	HTTPAddr      string        // /metrics, /healthz, /readyz; default 127.0.0.1:9750; "-" disables
+	Concurrency   int           // parallel handlers, default 8
+	ShutdownGrace time.Duration // SIGTERM: time for running handlers to finish, default 30s
+	Logger        *slog.Logger
+
+	// JobIsolation of DuckDB jobs: jailed, unshare or plain; "" picks jailed when bubblewrap is
+	// installed, else plain.
+	JobIsolation client.Isolation
+	// RunnerPath is the dataenv-runner binary; "" looks next to the dataenv binary.
+	RunnerPath string
+}

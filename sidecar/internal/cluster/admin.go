@@ -1,0 +1,167 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dataenv/dataenv/sidecar/internal/lock"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// Request kinds this package handles.
+const (
+	KindSetupCluster        = "setup_cluster"
+	KindCreateDatabase      = "create_database"
+	KindDropDatabase        = "drop_database"
+	KindCreateDatatableRole = "create_datatable_role"
+	KindDropDatatableRole   = "drop_datatable_role"
+)
+
+// Config configures an Admin.
+type Config struct {
+	// Control is the pool of the control database. Its role owns the dataenv schema (it reads
+	// dataenv.cluster_secrets and bypasses row-level security). Lifecycle locks pin one of its
+	// connections each while they are held. Required.
+	Control *pgxpool.Pool
+	// ControlDSN is the sidecar's DSN of the control database; the instance cluster is
+	// administered through it. Required.
+	ControlDSN string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+	// Now defaults to time.Now (step timestamps).
+	Now func() time.Time
+}
+
+// Admin administers the clusters registered in the control database.
+type Admin struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns an Admin.
+func New(cfg Config) (*Admin, error) {
+	if cfg.Control == nil {
+		return nil, errors.New("cluster.New: Config.Control is required")
+	}
+	if cfg.ControlDSN == "" {
+		return nil, errors.New("cluster.New: Config.ControlDSN is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Admin{cfg: cfg, log: cfg.Logger.With("component", "cluster")}, nil
+}
+
+// Register registers the handlers of the cluster request kinds.
+func (a *Admin) Register(reg *request.Registry) {
+	reg.Register(KindSetupCluster, a.adminOnly(a.handleSetup))
+	reg.Register(KindCreateDatabase, a.adminOnly(a.handleCreateDatabase))
+	reg.Register(KindDropDatabase, a.adminOnly(a.handleDropDatabase))
+	reg.Register(KindCreateDatatableRole, a.adminOnly(a.handleCreateDatatableRole))
+	reg.Register(KindDropDatatableRole, a.adminOnly(a.handleDropDatatableRole))
+}
+
+// adminOnly refuses requests whose requester is not a dataenv administrator
+// (dataenv.is_dataenv_admin, the check the SQL validators make at insert time).
+func (a *Admin) adminOnly(h request.HandlerFunc) request.HandlerFunc {
+	return func(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+		var ok bool
+		if err := a.cfg.Control.QueryRow(ctx, `SELECT dataenv.is_dataenv_admin($1)`, req.RequestedBy).Scan(&ok); err != nil {
+			return nil, retryable(fmt.Errorf("%s: check the requester: %w", req.Kind, err))
+		}
+		if !ok {
+			a.countSideEffect(req.Kind, false, request.Refusef("not an admin"))
+			return nil, request.Refusef("%s: permission denied: %q is not a dataenv administrator (member of dataenv_admin)",
+				req.Kind, req.RequestedBy)
+		}
+		return h(ctx, req, rep)
+	}
+}
+
+// controlPassword is the control DSN's password, scrubbed from error texts.
+func (a *Admin) controlPassword() string {
+	if cfg, err := pgx.ParseConfig(a.cfg.ControlDSN); err == nil {
+		return cfg.Password
+	}
+	return ""
+}
+
+// Locked is a cluster whose lifecycle lock is held: its configuration was read under the lock,
+// and side effects done through it cannot interleave with another's. It is valid only inside the
+// function given to WithLifecycleLock.
+type Locked struct {
+	admin   *Admin
+	held    *lock.Held
+	cluster *Cluster
+	rep     request.Reporter
+}
+
+// WithLifecycleLock runs fn holding cluster's lifecycle lock, with the configuration read under
+// it. If the lock is busy, a step with status "waiting" is reported through rep (may be nil)
+// before blocking. The lock is always released; errors are scrubbed of the cluster's secrets.
+func (a *Admin) WithLifecycleLock(ctx context.Context, cluster string, rep request.Reporter,
+	fn func(ctx context.Context, l *Locked) error) error {
+	stepName := "lifecycle lock of cluster " + cluster
+	waited := false
+	var secrets []string
+	err := lock.With(ctx, a.cfg.Control, lock.ClassLifecycle, cluster, func() {
+		waited = true
+		request.Report(ctx, rep, stepName, "waiting", "another request holds the lifecycle lock of cluster "+cluster)
+	}, func(ctx context.Context, held *lock.Held) error {
+		a.cfg.Metrics.LockWait(held.Waited())
+		if waited {
+			request.Report(ctx, rep, stepName, "done", fmt.Sprintf("waited %s", held.Waited().Round(time.Millisecond)))
+		}
+		c, err := readCluster(ctx, held.Conn(), cluster)
+		if err != nil {
+			return err
+		}
+		secrets = c.secrets()
+		return fn(ctx, &Locked{admin: a, held: held, cluster: c, rep: rep})
+	})
+	return scrub(err, append(secrets, a.controlPassword())...)
+}
+
+// Cluster is the configuration read under the lock (a copy).
+func (l *Locked) Cluster() Cluster { return *l.cluster }
+
+// Control is the control-database connection that holds the lock: run control-database work
+// under the lock on it (it is pinned, so the holder never waits for a pooled connection).
+func (l *Locked) Control() *pgx.Conn { return l.held.Conn() }
+
+// Connect opens an admin connection to database of the cluster ("" for the maintenance
+// database) with the configuration read under the lock. The caller closes it.
+func (l *Locked) Connect(ctx context.Context, database string) (*pgx.Conn, error) {
+	return l.admin.connect(ctx, l.cluster, database)
+}
+
+// Libpq returns the libpq environment of database of the cluster; see Libpq.
+func (l *Locked) Libpq(database string) (*Libpq, error) {
+	return l.admin.libpq(l.cluster, database)
+}
+
+// Connect opens an admin connection to database of cluster ("" for the maintenance database):
+// TLS per the cluster's sslmode and root_certificate_pem, search_path pinned to pg_catalog,
+// pg_temp. The configuration is read under the cluster's lifecycle lock, which is released before
+// returning; the caller closes the connection.
+func (a *Admin) Connect(ctx context.Context, cluster, database string) (*pgx.Conn, error) {
+	var conn *pgx.Conn
+	err := a.WithLifecycleLock(ctx, cluster, nil, func(ctx context.Context, l *Locked) error {
+		var err error
+		conn, err = l.Connect(ctx, database)
+		return err
+	})
+	return conn, err
+}

@@ -1,0 +1,453 @@
+package cluster
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dataenv/dataenv/sidecar/internal/control"
+	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// Crash points (sidecar/crashpoint) of the database side effects.
+const (
+	CrashAfterCreateDatabase = "cluster.create_database.after_create"
+	CrashAfterDropDatabase   = "cluster.drop_database.after_drop"
+)
+
+// CreateOptions tune CreateMarkedDatabase.
+type CreateOptions struct {
+	// Request is the id of the request creating the database (required). It goes into the
+	// marker and the record, and is what a re-run after a crash recognizes.
+	Request uuid.UUID
+	// Template, if set, is copied (CREATE DATABASE ... TEMPLATE); nobody may be connected to it.
+	Template string
+	// ForWorkspace records the workspace a fork copy belongs to.
+	ForWorkspace string
+}
+
+// DatabaseOutcome is the result of a database request.
+type DatabaseOutcome struct {
+	Cluster  string `json:"cluster"`
+	Database string `json:"database"`
+	// Status: created, adopted (created by this request before a crash, recorded now),
+	// unchanged (already done by this request), dropped.
+	Status string `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+type databaseState struct {
+	exists  bool
+	owner   string
+	comment string
+}
+
+const databaseStateSQL = `
+SELECT pg_catalog.pg_get_userbyid(d.datdba), coalesce(pg_catalog.shobj_description(d.oid, 'pg_database'), '')
+  FROM pg_catalog.pg_database d WHERE d.datname = $1`
+
+func readDatabaseState(ctx context.Context, conn *pgx.Conn, name string) (databaseState, error) {
+	s := databaseState{exists: true}
+	err := conn.QueryRow(ctx, databaseStateSQL, name).Scan(&s.owner, &s.comment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return databaseState{}, nil
+	}
+	if err != nil {
+		return s, retryable(fmt.Errorf("read database %q: %w", name, err))
+	}
+	return s, nil
+}
+
+// databaseRecord returns the request that created name according to the control record, or
+// uuid.Nil when there is no record.
+func (l *Locked) databaseRecord(ctx context.Context, name string) (uuid.UUID, error) {
+	return l.createdBy(ctx, `SELECT created_by_request FROM dataenv.managed_databases WHERE cluster = $1 AND name = $2`,
+		"database", name)
+}
+
+// createdBy runs recordSQL (cluster, name → created_by_request) on the control database: the
+// request that created the object what/name on this cluster, or uuid.Nil without a record.
+func (l *Locked) createdBy(ctx context.Context, recordSQL, what, name string) (uuid.UUID, error) {
+	var id uuid.UUID
+	err := l.Control().QueryRow(ctx, recordSQL, l.cluster.Name, name).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, nil
+	}
+	if err != nil {
+		return uuid.Nil, retryable(fmt.Errorf("read the record of %s %q: %w", what, name, err))
+	}
+	return id, nil
+}
+
+// stagingName is the name a database has between CREATE DATABASE and its rename: derived from the
+// request id, so a re-run finds it and nobody else's database can carry it by accident.
+func stagingName(req uuid.UUID) string { return "dataenv_tmp_" + hex.EncodeToString(req[:]) }
+
+// CreateMarkedDatabase creates database name owned by the managed application role, with the
+// marker of opts.Request, and records it in dataenv.managed_databases; see the package doc for
+// the crash-safe sequence. It is idempotent for one request and refuses a database that exists
+// and is not this request's.
+func (l *Locked) CreateMarkedDatabase(ctx context.Context, name string, opts CreateOptions) (*DatabaseOutcome, error) {
+	c := l.cluster
+	out := &DatabaseOutcome{Cluster: c.Name, Database: name}
+	if err := validateInternalName(name); err != nil {
+		return nil, request.Refusef("create database on cluster %q: %v", c.Name, err)
+	}
+	if opts.Request == uuid.Nil {
+		return nil, errors.New("CreateMarkedDatabase: CreateOptions.Request is required")
+	}
+	if err := c.checkReady(); err != nil {
+		return nil, request.Refusef("create database %q: %v", name, err)
+	}
+	rec, err := l.databaseRecord(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if rec != uuid.Nil && rec != opts.Request {
+		return nil, request.Refusef("database %q already exists on cluster %q (created by request %s)", name, c.Name, rec)
+	}
+	conn, err := l.Connect(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	marker := markerFor(markedDatabase, opts.Request)
+	st, err := readDatabaseState(ctx, conn, name)
+	if err != nil {
+		return nil, err
+	}
+	if rec == opts.Request {
+		if !st.exists || st.comment != marker {
+			return nil, request.Refusef("database %q on cluster %q is recorded as created by this request but is missing or its marker changed", name, c.Name)
+		}
+		out.Status, out.Detail = StatusUnchanged, "already created by this request"
+		return out, nil
+	}
+	if st.exists {
+		if st.comment != marker || st.owner != c.AppRole {
+			_ = l.dropStaging(ctx, conn, opts.Request)
+			return nil, request.Refusef("database %q already exists on cluster %q and was not created by this request; dataenv does not adopt it", name, c.Name)
+		}
+		out.Status, out.Detail = StatusAdopted, "created by this request before an interruption; recorded now"
+	} else {
+		if err := l.createStagedAndRename(ctx, conn, name, opts, marker); err != nil {
+			return nil, err
+		}
+		out.Status = StatusCreated
+	}
+	crashpoint.HitOnce(CrashAfterCreateDatabase)
+	if err := l.recordDatabase(ctx, name, opts); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// createStagedAndRename: CREATE DATABASE under the staging name (unless a previous attempt did),
+// mark it, then rename it to name. A crash at any point leaves either a staging database this
+// request recognizes by name, or name carrying this request's marker.
+func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name string, opts CreateOptions, marker string) error {
+	staging := stagingName(opts.Request)
+	st, err := readDatabaseState(ctx, conn, staging)
+	if err != nil {
+		return err
+	}
+	if !st.exists {
+		sql := "CREATE DATABASE " + ident(staging) + " OWNER " + ident(l.cluster.AppRole)
+		if opts.Template != "" {
+			sql += " TEMPLATE " + ident(opts.Template)
+		}
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			err = fmt.Errorf("create database %q on cluster %q: %w", name, l.cluster.Name, err)
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55006" { // the template is in use: try again later
+				return retryable(err)
+			}
+			return err
+		}
+	}
+	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+ident(staging)+" IS "+quoteLiteral(marker)); err != nil {
+		return fmt.Errorf("mark database %q on cluster %q: %w", name, l.cluster.Name, err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident(staging)+" RENAME TO "+ident(name)); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P04" {
+			_ = l.dropStaging(ctx, conn, opts.Request)
+			return request.Refusef("database %q already exists on cluster %q and was not created by this request", name, l.cluster.Name)
+		}
+		return fmt.Errorf("rename the new database to %q on cluster %q: %w", name, l.cluster.Name, err)
+	}
+	return nil
+}
+
+// dropStaging drops this request's staging database, if there is one.
+func (l *Locked) dropStaging(ctx context.Context, conn *pgx.Conn, req uuid.UUID) error {
+	_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(stagingName(req)))
+	return err
+}
+
+func (l *Locked) recordDatabase(ctx context.Context, name string, opts CreateOptions) error {
+	_, err := l.Control().Exec(ctx, `INSERT INTO dataenv.managed_databases (cluster, name, created_by_request, for_workspace, template)
+		VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''))`, l.cluster.Name, name, opts.Request, opts.ForWorkspace, opts.Template)
+	if err != nil {
+		return retryable(fmt.Errorf("record database %q of cluster %q: %w", name, l.cluster.Name, err))
+	}
+	return nil
+}
+
+// Use is something that names a managed database (a row of dataenv.managed_database_uses).
+type Use struct {
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func (u Use) String() string {
+	if u.Detail == "" {
+		return u.Kind + " " + u.Name
+	}
+	return u.Kind + " " + u.Name + " (" + u.Detail + ")"
+}
+
+// DatabaseUses lists what names database of the cluster (dataenv.managed_database_uses).
+func (l *Locked) DatabaseUses(ctx context.Context, database string) ([]Use, error) {
+	rows, err := l.Control().Query(ctx, `SELECT coalesce(kind, ''), coalesce(name, ''), coalesce(detail, '')
+		FROM dataenv.managed_database_uses($1, $2)`, l.cluster.Name, database)
+	if err != nil {
+		return nil, retryable(fmt.Errorf("list the uses of database %q: %w", database, err))
+	}
+	uses, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Use, error) {
+		var u Use
+		return u, r.Scan(&u.Kind, &u.Name, &u.Detail)
+	})
+	if err != nil {
+		return nil, retryable(fmt.Errorf("list the uses of database %q: %w", database, err))
+	}
+	return uses, nil
+}
+
+// DropOptions tune DropMarkedDatabase.
+type DropOptions struct {
+	// Exempt lists uses (by kind and name) the caller is cleaning up itself.
+	Exempt []Use
+	// TerminateSessions ends the sessions connected to the database (DROP DATABASE ... WITH
+	// (FORCE)); otherwise connected sessions refuse the drop, listed in the error.
+	TerminateSessions bool
+}
+
+// DropMarkedDatabase drops database name if the control record and the marker of the request it
+// records both say dataenv created it, and nothing uses it; see the package doc.
+func (l *Locked) DropMarkedDatabase(ctx context.Context, name string, opts DropOptions) (*DatabaseOutcome, error) {
+	c := l.cluster
+	out := &DatabaseOutcome{Cluster: c.Name, Database: name}
+	rec, err := l.databaseRecord(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if rec == uuid.Nil {
+		return nil, request.Refusef("database %q on cluster %q was not created by dataenv (no record in dataenv.managed_databases); it is left alone", name, c.Name)
+	}
+	conn, err := l.Connect(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	st, err := readDatabaseState(ctx, conn, name)
+	if err != nil {
+		return nil, err
+	}
+	if st.exists {
+		if err := l.checkDroppable(ctx, conn, name, rec, st, opts); err != nil {
+			return nil, err
+		}
+		if err := dropDatabase(ctx, conn, name, opts.TerminateSessions); err != nil {
+			return nil, err
+		}
+		crashpoint.HitOnce(CrashAfterDropDatabase)
+		out.Status = StatusDropped
+	} else {
+		out.Status, out.Detail = StatusDropped, "already gone from the cluster; record removed"
+	}
+	if _, err := l.Control().Exec(ctx, `DELETE FROM dataenv.managed_databases WHERE cluster = $1 AND name = $2`, c.Name, name); err != nil {
+		return nil, retryable(fmt.Errorf("remove the record of database %q: %w", name, err))
+	}
+	return out, nil
+}
+
+// checkDroppable refuses a database without the recorded request's marker, in use, or (unless
+// terminating) with connected sessions.
+func (l *Locked) checkDroppable(ctx context.Context, conn *pgx.Conn, name string, rec uuid.UUID, st databaseState, opts DropOptions) error {
+	c := l.cluster
+	if st.comment != markerFor(markedDatabase, rec) {
+		return request.Refusef("database %q on cluster %q does not carry dataenv's marker for request %s (comment %q); it is left alone",
+			name, c.Name, rec, truncate(st.comment, 200))
+	}
+	uses, err := l.DatabaseUses(ctx, name)
+	if err != nil {
+		return err
+	}
+	if uses = withoutExempt(uses, opts.Exempt); len(uses) > 0 {
+		list := make([]string, len(uses))
+		for i, u := range uses {
+			list[i] = u.String()
+		}
+		return request.Refusef("database %q on cluster %q is in use by: %s; remove those first", name, c.Name, strings.Join(list, ", "))
+	}
+	if opts.TerminateSessions {
+		return nil
+	}
+	sessions, err := connectedSessions(ctx, conn, name)
+	if err != nil {
+		return err
+	}
+	if len(sessions) > 0 {
+		return request.Refusef("database %q on cluster %q has %d connected session(s): %s; close them, or drop with terminate_sessions => true",
+			name, c.Name, len(sessions), strings.Join(sessions, "; "))
+	}
+	return nil
+}
+
+func withoutExempt(uses, exempt []Use) []Use {
+	var out []Use
+	for _, u := range uses {
+		skip := false
+		for _, e := range exempt {
+			if e.Kind == u.Kind && e.Name == u.Name {
+				skip = true
+			}
+		}
+		if !skip {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func connectedSessions(ctx context.Context, conn *pgx.Conn, name string) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT format('pid %s user %s application %s from %s', pid, coalesce(usename::text, '?'),
+			coalesce(nullif(application_name, ''), '-'), coalesce(client_addr::text, 'local socket'))
+		FROM pg_catalog.pg_stat_activity WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid() ORDER BY pid`, name)
+	if err != nil {
+		return nil, retryable(fmt.Errorf("list the sessions of database %q: %w", name, err))
+	}
+	s, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, retryable(fmt.Errorf("list the sessions of database %q: %w", name, err))
+	}
+	return s, nil
+}
+
+func dropDatabase(ctx context.Context, conn *pgx.Conn, name string, terminate bool) error {
+	sql := "DROP DATABASE " + ident(name)
+	if terminate {
+		sql += " WITH (FORCE)"
+	}
+	_, err := conn.Exec(ctx, sql)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55006" {
+		return request.Refusef("database %q is being accessed by other sessions (%s); close them, or drop with terminate_sessions => true",
+			name, pgErr.Detail)
+	}
+	if terminate && errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return request.Refusef("database %q has sessions the cluster's admin may not terminate (%s); close them first", name, pgErr.Message)
+	}
+	if err != nil {
+		return fmt.Errorf("drop database %q: %w", name, err)
+	}
+	return nil
+}
+
+// Handlers.
+
+type databaseArgs struct {
+	Cluster           string `json:"cluster"`
+	Name              string `json:"name"`
+	TerminateSessions bool   `json:"terminate_sessions"`
+}
+
+func (a *Admin) databaseArgs(ctx context.Context, req *request.Request, allowTerminate bool) (databaseArgs, error) {
+	var args databaseArgs
+	if err := request.DecodeArgs(req, &args); err != nil {
+		return args, err
+	}
+	if args.TerminateSessions && !allowTerminate {
+		return args, request.Refusef("%s: unknown argument terminate_sessions", req.Kind)
+	}
+	return args, checkNames(ctx, a.cfg.Control, req.Kind, "cluster", args.Cluster, "database", args.Name)
+}
+
+func (a *Admin) handleCreateDatabase(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+	args, err := a.databaseArgs(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	var out *DatabaseOutcome
+	err = a.WithLifecycleLock(ctx, args.Cluster, rep, func(ctx context.Context, l *Locked) error {
+		out, err = l.CreateMarkedDatabase(ctx, args.Name, CreateOptions{Request: req.ID})
+		return err
+	})
+	if err != nil {
+		a.finish(ctx, rep, metrics.OpCreateDatabase, "database "+args.Name, "", "", err)
+		return nil, err
+	}
+	a.finish(ctx, rep, metrics.OpCreateDatabase, "database "+args.Name, out.Status, out.Detail, nil)
+	return out, nil
+}
+
+func (a *Admin) handleDropDatabase(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+	args, err := a.databaseArgs(ctx, req, true)
+	if err != nil {
+		return nil, err
+	}
+	var out *DatabaseOutcome
+	err = a.WithLifecycleLock(ctx, args.Cluster, rep, func(ctx context.Context, l *Locked) error {
+		out, err = l.DropMarkedDatabase(ctx, args.Name, DropOptions{TerminateSessions: args.TerminateSessions})
+		return err
+	})
+	if err != nil {
+		a.finish(ctx, rep, metrics.OpDropDatabase, "database "+args.Name, "", "", err)
+		return nil, err
+	}
+	a.finish(ctx, rep, metrics.OpDropDatabase, "database "+args.Name, out.Status, out.Detail, nil)
+	return out, nil
+}
+
+// finish reports the final step of a database or role request, counts the side effect and logs
+// it. status and detail are the outcome's when err is nil.
+func (a *Admin) finish(ctx context.Context, rep request.Reporter, op, step, status, detail string, err error) {
+	if err != nil {
+		status = "failed"
+		if request.IsRefused(err) {
+			status = StatusRefused
+		}
+		detail = err.Error()
+		a.log.Info("cluster request did not succeed", "operation", op, "step", step, "status", status, "error", detail)
+	} else {
+		a.log.Info("cluster request done", "operation", op, "step", step, "status", status)
+	}
+	request.Report(ctx, rep, step, status, detail)
+	a.countSideEffect(op, err == nil && status != StatusUnchanged, err)
+}
+
+// countSideEffect counts a side effect as done, unchanged, refused or failed.
+func (a *Admin) countSideEffect(op string, changed bool, err error) {
+	a.cfg.Metrics.SideEffect(op, metrics.EffectResult(changed, err, request.IsRefused(err)))
+}
+
+// checkNames applies dataenv.check_name to (what, name) pairs: the names a handler is about to
+// put into DDL obey the same rule the request's validator applied at insert time.
+func checkNames(ctx context.Context, q control.Querier, kind string, pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if err := control.CheckName(ctx, q, pairs[i], pairs[i+1]); err != nil {
+			return fmt.Errorf("%s: %w", kind, err)
+		}
+	}
+	return nil
+}

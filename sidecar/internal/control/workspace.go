@@ -1,0 +1,88 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNotFound is returned for a workspace or datatable that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Workspace is a row of dataenv.workspaces with its fork chain.
+type Workspace struct {
+	ID          string
+	IsFork      bool
+	Parent      string // "" for a root, and for an orphaned fork (IsFork && Parent == "")
+	SharedLakes []string
+	CreatedBy   string
+	// CreatedByRequest is the create_fork request that made a fork ("" for a root).
+	CreatedByRequest string
+	// Ancestors, nearest first, up to the root or to where an orphaned chain stops.
+	Ancestors []Ancestor
+}
+
+// Ancestor is one workspace above another in a fork chain.
+type Ancestor struct {
+	ID     string
+	IsFork bool
+}
+
+// Orphaned reports whether the workspace is a fork whose parent is gone.
+func (w *Workspace) Orphaned() bool { return w.IsFork && w.Parent == "" }
+
+// workspaceSQL reads a workspace and its chain (parent is ON DELETE SET NULL, so a chain ends at
+// a root or at an orphaned fork).
+const workspaceSQL = `
+WITH RECURSIVE chain(depth, id, parent) AS (
+    SELECT 0, w.id, w.parent FROM dataenv.workspaces w WHERE w.id = $1
+    UNION ALL
+    SELECT c.depth + 1, w.id, w.parent
+      FROM chain c JOIN dataenv.workspaces w ON w.id = c.parent
+     WHERE c.depth < 100
+)
+SELECT w.id, w.is_fork, coalesce(w.parent, ''), w.shared_lakes, w.created_by::text,
+       coalesce(w.created_by_request::text, '')
+  FROM chain c JOIN dataenv.workspaces w ON w.id = c.id
+ ORDER BY c.depth`
+
+// ReadWorkspace reads workspace id and its ancestors; ErrNotFound if there is none.
+func ReadWorkspace(ctx context.Context, q Querier, id string) (*Workspace, error) {
+	rows, err := q.Query(ctx, workspaceSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("read workspace %q: %w", id, err)
+	}
+	chain, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Workspace, error) {
+		var w Workspace
+		return w, r.Scan(&w.ID, &w.IsFork, &w.Parent, &w.SharedLakes, &w.CreatedBy, &w.CreatedByRequest)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read workspace %q: %w", id, err)
+	}
+	if len(chain) == 0 {
+		return nil, fmt.Errorf("workspace %q: %w", id, ErrNotFound)
+	}
+	ws := chain[0]
+	for _, a := range chain[1:] {
+		ws.Ancestors = append(ws.Ancestors, Ancestor{ID: a.ID, IsFork: a.IsFork})
+	}
+	return &ws, nil
+}
+
+const canUseSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_roles u WHERE u.rolname = $2
+	AND (pg_catalog.pg_has_role(u.oid, 'dataenv_admin', 'MEMBER')
+	     OR EXISTS (SELECT FROM dataenv.workspace_members m JOIN pg_catalog.pg_roles r ON r.rolname = m.member
+	                WHERE m.workspace = $1 AND pg_catalog.pg_has_role(u.oid, r.oid, 'MEMBER'))))`
+
+// CanUse reports whether role may use workspace: it is (or is a member of) a member role of the
+// workspace, or a member of dataenv_admin. Handlers check it for the role that made a request
+// (dataenv.can_use_workspace makes the same check in SQL).
+func CanUse(ctx context.Context, q Querier, workspace, role string) (bool, error) {
+	var ok bool
+	if err := q.QueryRow(ctx, canUseSQL, workspace, role).Scan(&ok); err != nil {
+		return false, fmt.Errorf("membership of %q in workspace %q: %w", role, workspace, err)
+	}
+	return ok, nil
+}

@@ -1,0 +1,168 @@
+// Package daemon is the sidecar's runtime: the leader election, the replication stream, the
+// dispatcher, the status heartbeat and the HTTP listener, run until the process is told to stop.
+// It is handed its components by the composition root, sidecar/internal/app.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dataenv/dataenv/sidecar/install"
+	"github.com/dataenv/dataenv/sidecar/internal/httpserver"
+	"github.com/dataenv/dataenv/sidecar/internal/leader"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// Config of the sidecar's runtime. The composition root (sidecar/internal/app) builds what it
+// needs; zero values take the documented defaults.
+type Config struct {
+	DSN           string        // control database (the role that ran install)
+	Pool          *pgxpool.Pool // control database pool, search_path pinned (required)
+	HTTPAddr      string        // /metrics, /healthz, /readyz; default 127.0.0.1:9750; "-" disables
+	Concurrency   int           // parallel handlers, default 8
+	ShutdownGrace time.Duration // SIGTERM: time for running handlers to finish, default 30s
+	Logger        *slog.Logger
+	Registry      *request.Registry   // every request kind's handler (required)
+	Metrics       *metrics.Metrics    // required
+	Gatherer      prometheus.Gatherer // served on /metrics (required)
+}
+
+func (c *Config) defaults() {
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:9750"
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Sidecar is one sidecar process's state.
+type Sidecar struct {
+	cfg      Config
+	id       uuid.UUID
+	pool     *pgxpool.Pool
+	leading  atomic.Bool
+	ready    atomic.Bool
+	lsn      atomic.Uint64
+	lag      atomic.Int64 // time since the oldest decoded, not yet durable commit (ns)
+	schemaOK atomic.Bool
+}
+
+// Run runs the sidecar until ctx ends (SIGTERM), then drains within the grace period.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.defaults()
+	s := &Sidecar{cfg: cfg, id: uuid.New(), pool: cfg.Pool}
+	if err := s.checkSchema(ctx); err != nil {
+		return err
+	}
+	cfg.Metrics.Init(cfg.Registry.Kinds()...)
+	stopHTTP, err := s.startHTTP(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+	go s.heartbeat(ctx)
+	return s.campaignLoop(ctx)
+}
+
+// checkSchema refuses to run against a database whose schema this binary does not match.
+func (s *Sidecar) checkSchema(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("connect to control database: %w", err)
+	}
+	defer conn.Release()
+	have, err := install.SchemaVersion(ctx, conn.Conn())
+	if err != nil {
+		return err
+	}
+	want := install.LatestVersion()
+	switch {
+	case have == 0:
+		return errors.New("dataenv is not installed in this database: run `dataenv install --dsn ...` first")
+	case have != want:
+		return fmt.Errorf("control database schema is version %d, this sidecar needs %d: run `dataenv install` with the matching binary", have, want)
+	}
+	s.schemaOK.Store(true)
+	return nil
+}
+
+func (s *Sidecar) startHTTP(ctx context.Context) (func(), error) {
+	if s.cfg.HTTPAddr == "-" {
+		return func() {}, nil
+	}
+	srv := httpserver.New(httpserver.Config{Addr: s.cfg.HTTPAddr, Gatherer: s.cfg.Gatherer,
+		Ready: s.readiness, Logger: s.cfg.Logger})
+	if err := srv.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start HTTP listener on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	return srv.Stop, nil
+}
+
+// readiness: a leader is ready once it streams; a standby once it reaches the control database
+// (it would take over at once).
+func (s *Sidecar) readiness(ctx context.Context) (httpserver.Readiness, error) {
+	want := strconv.Itoa(install.LatestVersion())
+	have := want
+	if !s.schemaOK.Load() {
+		have = "unknown"
+	}
+	r := httpserver.Readiness{Leader: s.leading.Load() && s.ready.Load(), SchemaVersion: have, WantSchemaVersion: want}
+	if !s.leading.Load() {
+		if err := s.pool.Ping(ctx); err != nil {
+			r.Detail = "standby cannot reach the control database: " + err.Error()
+		} else {
+			r.StandbyReady = true
+		}
+	}
+	return r, nil
+}
+
+// campaignLoop waits for leadership, leads until it is lost or ctx ends, and campaigns again.
+func (s *Sidecar) campaignLoop(ctx context.Context) error {
+	el := &leader.Elector{DSN: s.cfg.DSN, Logger: s.cfg.Logger}
+	for {
+		lease, err := el.Campaign(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		s.leading.Store(true)
+		s.cfg.Metrics.SetLeader(true)
+		s.lead(ctx, lease)
+		s.leading.Store(false)
+		s.ready.Store(false)
+		s.cfg.Metrics.SetLeader(false)
+		lease.Release(context.WithoutCancel(ctx))
+		if ctx.Err() != nil {
+			s.cfg.Logger.Info("sidecar stopped; leadership released")
+			return nil
+		}
+	}
+}
+
+func pid() int { return os.Getpid() }
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}

@@ -1,0 +1,243 @@
+// Package dispatch runs requests: it takes decoded transactions from the replication stream (and
+// unfinished rows re-read from the table), runs each request's handler on a bounded pool of
+// workers, and writes outcomes back in batches.
+package dispatch
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/replication"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// Observer is told about finished requests (metrics).
+type Observer interface {
+	RequestFinished(kind, outcome string, queueWait, run time.Duration)
+}
+
+// Config of a Dispatcher. Zero values take the documented defaults.
+type Config struct {
+	Pool        *pgxpool.Pool     // control database, the sidecar's role (bypasses RLS)
+	DSN         string            // control database, for the gate connection
+	Registry    *request.Registry // handlers per kind
+	Concurrency int               // parallel handlers, default 8
+	MaxAttempts int               // attempts for retryable failures, default 5
+	GateLimit   int               // request gates held at once, default 4096
+	MaxBatch    int               // outcomes per write, default 512
+	Logger      *slog.Logger
+	Observer    Observer                             // may be nil
+	Now         func() time.Time                     // clock, default time.Now
+	Sleep       func(time.Duration) <-chan time.Time // retry delay, default time.After
+}
+
+// entry is one in-flight request.
+type entry struct {
+	req      request.Request
+	fromScan bool
+	enqueued time.Time
+	cancel   context.CancelCauseFunc // set while its handler runs
+	userStop atomic.Bool             // dataenv.cancel() was called
+	durable  bool                    // claimed (running committed) or finished
+	acks     []*txAck                // transactions waiting for this entry to be durable
+}
+
+// txAck counts the requests of one decoded transaction that are not durable yet.
+type txAck struct {
+	remaining int
+	ack       func()
+}
+
+// Dispatcher is the request state machine. Deliver and Rescan feed it; Start runs it.
+type Dispatcher struct {
+	cfg    Config
+	gate   *gate
+	writer *writer
+
+	mu       sync.Mutex
+	inflight map[uuid.UUID]*entry
+	queue    []*entry
+	running  int
+	wake     chan struct{}
+	stopping bool
+	wg       sync.WaitGroup
+
+	unwritten atomic.Int64 // outcomes handed to the writer and not yet written or dropped
+}
+
+// New returns a dispatcher; call Start to run it.
+func New(cfg Config) *Dispatcher {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
+	}
+	if cfg.GateLimit <= 0 {
+		cfg.GateLimit = 4096
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 512
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = time.After
+	}
+	d := &Dispatcher{cfg: cfg, inflight: map[uuid.UUID]*entry{}, wake: make(chan struct{}, 1)}
+	d.gate = newGate(cfg.DSN, cfg.GateLimit, cfg.Logger)
+	d.writer = &writer{pool: cfg.Pool, log: cfg.Logger, in: make(chan *outcome, 4*cfg.MaxBatch),
+		maxBatch: cfg.MaxBatch, done: d.outcomeDone}
+	return d
+}
+
+// Start runs the gate, the outcome writer and the workers until ctx ends. Stop drains them.
+func (d *Dispatcher) Start(ctx context.Context, workCtx context.Context) {
+	go d.gate.run(ctx)
+	go d.writer.run(ctx)
+	for range d.cfg.Concurrency {
+		d.wg.Add(1)
+		go d.worker(workCtx)
+	}
+}
+
+// Deliver implements replication.Sink: request inserts are queued, cancellations reach running
+// handlers. ack runs once every request of tx is durable.
+func (d *Dispatcher) Deliver(_ context.Context, tx *replication.Tx, ack func()) error {
+	crashpoint.HitOnce("dispatch.on_deliver")
+	ta := &txAck{ack: ack}
+	d.mu.Lock()
+	for _, ch := range tx.Changes {
+		if ch.Table == "request_cancellations" {
+			if id, err := uuid.Parse(valueOf(ch, "request_id")); err == nil {
+				d.cancelLocked(id)
+			}
+			continue
+		}
+		if ch.Table != "requests" {
+			continue
+		}
+		req, err := requestFromChange(ch)
+		if err != nil {
+			d.cfg.Logger.Error("skipping undecodable request change", "error", err)
+			continue
+		}
+		if ch.Op == replication.Insert && req.Status == request.Pending {
+			if e := d.admitLocked(req, false); !e.durable {
+				e.acks = append(e.acks, ta)
+				ta.remaining++
+			}
+		}
+	}
+	d.mu.Unlock()
+	if ta.remaining == 0 {
+		ack()
+	}
+	d.poke()
+	return nil
+}
+
+// Rescan queues every unfinished request found in the table (start, reconnect, new slot).
+func (d *Dispatcher) Rescan(ctx context.Context) (int, error) {
+	reqs, err := readUnfinished(ctx, d.cfg.Pool)
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	n := 0
+	for _, r := range reqs {
+		if _, ok := d.inflight[r.ID]; !ok {
+			d.admitLocked(r, true)
+			n++
+		}
+	}
+	d.mu.Unlock()
+	d.poke()
+	return n, nil
+}
+
+// admitLocked returns the in-flight entry of req, creating and queueing it when new.
+func (d *Dispatcher) admitLocked(req request.Request, fromScan bool) *entry {
+	if e, ok := d.inflight[req.ID]; ok {
+		return e
+	}
+	e := &entry{req: req, fromScan: fromScan, enqueued: d.cfg.Now()}
+	if req.CancelRequested {
+		e.userStop.Store(true)
+	}
+	d.inflight[req.ID] = e
+	d.queue = append(d.queue, e)
+	d.gate.Lock(req.ID)
+	return e
+}
+
+func (d *Dispatcher) cancelLocked(id uuid.UUID) {
+	e, ok := d.inflight[id]
+	if !ok {
+		return
+	}
+	e.userStop.Store(true)
+	if e.cancel != nil {
+		e.cancel(errCancelledByUser)
+	}
+}
+
+// markDurable records that e's state survives a crash and releases the transactions waiting on it.
+func (d *Dispatcher) markDurable(e *entry) {
+	d.mu.Lock()
+	var ready []func()
+	if !e.durable {
+		e.durable = true
+		for _, ta := range e.acks {
+			if ta.remaining--; ta.remaining == 0 {
+				ready = append(ready, ta.ack)
+			}
+		}
+		e.acks = nil
+	}
+	d.mu.Unlock()
+	for _, ack := range ready {
+		ack()
+	}
+}
+
+// forget drops e once its outcome is written (or found stale).
+func (d *Dispatcher) forget(e *entry) {
+	d.markDurable(e)
+	d.mu.Lock()
+	if d.inflight[e.req.ID] == e {
+		delete(d.inflight, e.req.ID)
+	}
+	d.mu.Unlock()
+	d.gate.Unlock(e.req.ID)
+}
+
+func (d *Dispatcher) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Counts returns the queued and running request counts.
+func (d *Dispatcher) Counts() (queued, running int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.queue), d.running
+}
+
+func valueOf(ch replication.Change, col string) string {
+	v, _ := ch.Value(col)
+	return v
+}

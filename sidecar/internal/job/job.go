@@ -1,0 +1,237 @@
+// Package job performs the run and materialize requests: it resolves the job's ATTACH
+// statements for its workspace (sidecar/lake), runs the SQL in a dataenv-runner process
+// (runner/client), and turns the rows into the request's result: columns and rows as JSON arrays
+// in the statement's column order, bounded in size. A materialize job also records what it wrote
+// (table, status, snapshot id, row count) in dataenv.materializations, the record the fork
+// read-defer decisions are made from.
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dataenv/dataenv/runner/client"
+	"github.com/dataenv/dataenv/runner/protocol"
+	"github.com/dataenv/dataenv/sidecar/internal/lake"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// Request kinds.
+const (
+	KindRun         = "run"
+	KindMaterialize = "materialize"
+)
+
+// DefaultMaxResultBytes bounds the rows of a job's result when the request does not.
+const DefaultMaxResultBytes = 1 << 20
+
+// Config configures the job handlers.
+type Config struct {
+	// Control is the control database pool (required).
+	Control *pgxpool.Pool
+	// Resolver resolves ATTACH statements (required).
+	Resolver *lake.Resolver
+	// Runner configures the runner client, created at the first job (so a sidecar without the
+	// runner binary still starts, and jobs fail with the reason).
+	Runner client.Config
+	// Isolation of every job; "" is auto: jailed when a jail tool is installed, else plain.
+	Isolation client.Isolation
+	// MaxResultBytes bounds result rows; default DefaultMaxResultBytes.
+	MaxResultBytes int64
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+}
+
+// Handlers performs run and materialize requests.
+type Handlers struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	runner *client.Client
+}
+
+// New returns the handlers.
+func New(cfg Config) (*Handlers, error) {
+	if cfg.Control == nil || cfg.Resolver == nil {
+		return nil, errors.New("job.New: Control and Resolver are required")
+	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Handlers{cfg: cfg, log: cfg.Logger.With("component", "job")}, nil
+}
+
+// Register registers the run and materialize kinds.
+func (h *Handlers) Register(reg *request.Registry) {
+	reg.Register(KindRun, request.HandlerFunc(h.handleRun))
+	reg.Register(KindMaterialize, request.HandlerFunc(h.handleMaterialize))
+}
+
+func (h *Handlers) client() (*client.Client, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.runner != nil {
+		return h.runner, nil
+	}
+	rc := h.cfg.Runner
+	if rc.Logger == nil {
+		rc.Logger = h.log
+	}
+	c, err := client.New(rc)
+	if err != nil {
+		return nil, request.Refusef("DuckDB jobs are unavailable: %v", err)
+	}
+	h.runner = c
+	return c, nil
+}
+
+// Columns and Rows of a job's result.
+type Result struct {
+	Columns   []protocol.Column   `json:"columns"`
+	Rows      [][]json.RawMessage `json:"rows"`
+	RowCount  int                 `json:"row_count"`
+	Truncated bool                `json:"truncated,omitempty"`
+	Notes     []string            `json:"notes,omitempty"`
+	Duration  string              `json:"duration"`
+}
+
+type runArgs struct {
+	Workspace      string `json:"workspace"`
+	SQL            string `json:"sql"`
+	MaxResultBytes int64  `json:"max_result_bytes"`
+}
+
+func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+	var args runArgs
+	if err := request.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(args.SQL) == "" || args.Workspace == "" {
+		return nil, request.Refusef("run: workspace and sql are required")
+	}
+	plan, err := h.cfg.Resolver.Resolve(ctx, args.Workspace, args.SQL, nil, rep)
+	if err != nil {
+		return nil, err
+	}
+	defer plan.Close()
+	request.Report(ctx, rep, "resolve", "done", strings.Join(plan.Notes, "; "))
+	res, err := h.runJob(ctx, plan, []string{plan.SQL}, true, args.MaxResultBytes)
+	if err != nil {
+		return nil, err
+	}
+	out := resultOf(res.Results[len(res.Results)-1], plan, res.Duration)
+	return scrubbed(plan, out)
+}
+
+// runJob runs the plan's setup and blocks; errors are scrubbed of the plan's secrets.
+func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, blocks []string, lastOnly bool, maxBytes int64) (*client.Result, error) {
+	c, err := h.client()
+	if err != nil {
+		return nil, err
+	}
+	if maxBytes <= 0 {
+		maxBytes = h.cfg.MaxResultBytes
+	}
+	setup := strings.Join(append([]string{"SELECT 1"}, plan.Setup...), ";\n")
+	job := client.Job{Blocks: append([]string{setup}, blocks...), MaxResultBytes: maxBytes,
+		CollectLastOnly: lastOnly, Isolation: h.cfg.Isolation}
+	for _, d := range plan.Dirs {
+		job.Mounts = append(job.Mounts, client.Mount{Path: d.Path, Writable: d.Writable})
+	}
+	start := time.Now()
+	res, err := c.Run(ctx, job)
+	h.observe(ctx, err, time.Since(start))
+	if err != nil {
+		return nil, jobError(plan, err)
+	}
+	if len(res.Results) == 0 {
+		return nil, errors.New("the DuckDB runner returned no result")
+	}
+	return res, nil
+}
+
+// observe records a finished runner job in the metrics.
+func (h *Handlers) observe(ctx context.Context, err error, d time.Duration) {
+	m := h.cfg.Metrics
+	var ce *client.CrashError
+	var se *client.SpillError
+	outcome := metrics.RunnerSucceeded
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		outcome = metrics.RunnerCancelled
+	case errors.As(err, &ce):
+		outcome = metrics.RunnerCrashed
+		sig := "none"
+		if ce.Signal != 0 {
+			sig = signalName(ce)
+		}
+		m.RunnerCrash(sig)
+	case errors.As(err, &se):
+		outcome = metrics.RunnerFailed
+		m.RunnerSpillStop()
+	default:
+		outcome = metrics.RunnerFailed
+	}
+	m.RunnerJobFinished(outcome, d)
+}
+
+// signalName is the signal's SIG* name for the metric label.
+func signalName(ce *client.CrashError) string {
+	names := map[int]string{9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 7: "SIGBUS", 4: "SIGILL", 15: "SIGTERM", 2: "SIGINT", 8: "SIGFPE"}
+	if n, ok := names[int(ce.Signal)]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal_%d", int(ce.Signal))
+}
+
+// jobError turns a runner error into the request's error text, without secrets.
+func jobError(plan *lake.Plan, err error) error {
+	var je *client.JobError
+	if errors.As(err, &je) {
+		return request.Refusef("DuckDB: %s", plan.Scrub(je.Message))
+	}
+	var ce *client.CrashError
+	if errors.As(err, &ce) {
+		return errors.New(plan.Scrub(ce.Error()))
+	}
+	return errors.New(plan.Scrub(err.Error()))
+}
+
+func resultOf(r protocol.Result, plan *lake.Plan, d time.Duration) Result {
+	rows := r.Rows
+	if rows == nil {
+		rows = [][]json.RawMessage{}
+	}
+	cols := r.Columns
+	if cols == nil {
+		cols = []protocol.Column{}
+	}
+	return Result{Columns: cols, Rows: rows, RowCount: len(rows), Truncated: r.Truncated, Notes: plan.Notes,
+		Duration: d.Round(time.Millisecond).String()}
+}
+
+// scrubbed marshals v and removes the plan's secrets from it (a job could select a connection
+// string back).
+func scrubbed(plan *lake.Plan, v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(plan.Scrub(string(b))), nil
+}

@@ -1,0 +1,106 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// Clusters is the part of the cluster admin (sidecar/cluster) the lake code uses: the libpq
+// settings of a catalog database for DuckDB, admin connections, and the lifecycle lock.
+type Clusters interface {
+	Libpq(ctx context.Context, cluster, database string) (*cluster.Libpq, error)
+	Connect(ctx context.Context, cluster, database string) (*pgx.Conn, error)
+	WithLifecycleLock(ctx context.Context, cluster string, rep request.Reporter,
+		fn func(ctx context.Context, l *cluster.Locked) error) error
+}
+
+// catalogs hands out the DuckDB connection of catalog databases during one job's resolution:
+// a libpq string without credentials for the ATTACH path (what duckdb_databases() shows) and a
+// temporary DuckDB postgres secret holding host, port, user and password (duckdb_secrets()
+// redacts it). It remembers the secrets to scrub and the files to remove afterwards.
+type catalogs struct {
+	clusters Clusters
+	conns    map[string]catalogConn
+	libpqs   []*cluster.Libpq
+	secrets  []string
+	setup    []string
+	// certDirs hold root certificate files the runner must read (bound into a jail).
+	certDirs []string
+}
+
+// catalogConn is how DuckDB reaches one catalog database.
+type catalogConn struct {
+	Path   string // libpq keywords without host, user or password
+	Secret string // name of the temporary postgres secret with the credentials
+}
+
+func newCatalogs(c Clusters) *catalogs {
+	return &catalogs{clusters: c, conns: map[string]catalogConn{}}
+}
+
+// pathKeys are the libpq settings that go into the ATTACH path; secretKeys go into the secret.
+var (
+	pathKeys   = map[string]string{"PGDATABASE": "dbname", "PGSSLMODE": "sslmode", "PGSSLROOTCERT": "sslrootcert", "PGCONNECT_TIMEOUT": "connect_timeout"}
+	secretKeys = map[string]string{"PGHOST": "HOST", "PGPORT": "PORT", "PGUSER": "USER", "PGPASSWORD": "PASSWORD", "PGDATABASE": "DATABASE"}
+)
+
+// Conn returns how DuckDB reaches database on cluster (TLS settings included), creating its
+// secret statement on first use.
+func (c *catalogs) Conn(ctx context.Context, clusterName, database string) (catalogConn, error) {
+	key := clusterName + "\x00" + database
+	if cc, ok := c.conns[key]; ok {
+		return cc, nil
+	}
+	lp, err := c.clusters.Libpq(ctx, clusterName, database)
+	if err != nil {
+		return catalogConn{}, fmt.Errorf("catalog database %q of cluster %q: %w", database, clusterName, err)
+	}
+	c.libpqs = append(c.libpqs, lp)
+	var path, secret []string
+	for _, kv := range lp.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if v == "" {
+			continue
+		}
+		if word, ok := pathKeys[k]; ok {
+			path = append(path, word+"="+kvQuote(v))
+		}
+		if k == "PGSSLROOTCERT" {
+			c.certDirs = append(c.certDirs, filepath.Dir(v))
+		}
+		if word, ok := secretKeys[k]; ok {
+			if k == "PGPASSWORD" {
+				c.secrets = append(c.secrets, v, kvQuote(v), Literal(v))
+			}
+			if k == "PGPORT" {
+				secret = append(secret, word+" "+v)
+			} else {
+				secret = append(secret, word+" "+Literal(v))
+			}
+		}
+	}
+	path = append(path, "application_name='dataenv-job'")
+	cc := catalogConn{Path: strings.Join(path, " "), Secret: fmt.Sprintf("__dataenv_pg_%d", len(c.conns)+1)}
+	c.setup = append(c.setup, fmt.Sprintf("CREATE OR REPLACE TEMPORARY SECRET %s (TYPE postgres, %s)", Ident(cc.Secret), strings.Join(secret, ", ")))
+	c.conns[key] = cc
+	return cc, nil
+}
+
+// Close removes the temporary root certificate files.
+func (c *catalogs) Close() {
+	for _, lp := range c.libpqs {
+		_ = lp.Close()
+	}
+	c.libpqs = nil
+}
+
+func kvQuote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}

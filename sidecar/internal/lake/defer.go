@@ -1,0 +1,279 @@
+package lake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dataenv/dataenv/sidecar/internal/control"
+	"github.com/dataenv/dataenv/sidecar/names"
+	"github.com/jackc/pgx/v5"
+)
+
+// ancestorNode is one physical namespace up a fork chain, attached READ_ONLY under Alias. Two
+// ancestors share a node when they share a namespace (a shared fork and its parent).
+type ancestorNode struct {
+	Alias      string
+	NS         Namespace
+	Workspaces []string
+}
+
+// materialization is the latest recorded state of a lake table in one workspace.
+type materialization struct {
+	Workspace, Table, Status string
+	SnapshotID               *int64
+	Columns                  []struct {
+		Name string `json:"name"`
+	}
+}
+
+func (m materialization) scd2() bool {
+	for _, c := range m.Columns {
+		if c.Name == "is_current" {
+			return true
+		}
+	}
+	return false
+}
+
+const materializationsSQL = `
+SELECT DISTINCT ON (workspace, table_name) workspace, table_name, status, snapshot_id, columns
+  FROM dataenv.materializations
+ WHERE lake = $1 AND workspace = ANY($2)
+ ORDER BY workspace, table_name, id DESC`
+
+func readMaterializations(ctx context.Context, q control.Querier, lake string, workspaces []string) (map[string]map[string]materialization, error) {
+	rows, err := q.Query(ctx, materializationsSQL, lake, workspaces)
+	if err != nil {
+		return nil, fmt.Errorf("read materializations: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (materialization, error) {
+		var m materialization
+		var cols []byte
+		err := r.Scan(&m.Workspace, &m.Table, &m.Status, &m.SnapshotID, &cols)
+		if err == nil {
+			err = json.Unmarshal(cols, &m.Columns)
+		}
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read materializations: %w", err)
+	}
+	out := map[string]map[string]materialization{}
+	for _, m := range list {
+		if out[m.Workspace] == nil {
+			out[m.Workspace] = map[string]materialization{}
+		}
+		out[m.Workspace][m.Table] = m
+	}
+	return out, nil
+}
+
+// ancestorNodes lists the namespaces of lake up the chain, nearest first, skipping ancestors
+// without the lake, ancestors whose namespace was never bootstrapped (checked in that ancestor's
+// own catalog database) and unreachable ones (which disables only their defer).
+func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ancestorNode, error) {
+	var nodes []*ancestorNode
+	byKey := map[string]*ancestorNode{}
+	for _, a := range res.ws.Ancestors {
+		l, ok := res.lakes[a.ID][lake]
+		if !ok {
+			continue
+		}
+		s, err := res.storage(ctx, l.Storage)
+		if err != nil {
+			res.note("ancestor %s: %v; its tables are not deferred", a.ID, err)
+			continue
+		}
+		ns := namespaceOf(a.ID, a.IsFork, l, s)
+		if n, ok := byKey[ns.Key()]; ok {
+			n.Workspaces = append(n.Workspaces, a.ID)
+			continue
+		}
+		exists, err := res.namespaceExists(ctx, ns)
+		if err != nil {
+			res.note("ancestor %s: catalog unreachable (%v); its tables are not deferred", a.ID, err)
+			continue
+		}
+		if !exists {
+			continue
+		}
+		n := &ancestorNode{Alias: names.AncestorAlias(lake, a.ID), NS: ns, Workspaces: []string{a.ID}}
+		byKey[ns.Key()] = n
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+func (res *resolution) note(format string, args ...any) {
+	res.plan.Notes = append(res.plan.Notes, fmt.Sprintf(format, args...))
+}
+
+// namespaceExists checks that DuckLake's tables exist in the namespace's schema.
+func (res *resolution) namespaceExists(ctx context.Context, ns Namespace) (bool, error) {
+	conn, err := res.r.Clusters.Connect(ctx, ns.Lake.CatalogCluster, ns.Lake.CatalogDatabase)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.Background())
+	var ok bool
+	err = conn.QueryRow(ctx, `SELECT pg_catalog.to_regclass(pg_catalog.format('%I.ducklake_metadata', $1::text)) IS NOT NULL`,
+		ns.SchemaName()).Scan(&ok)
+	return ok, err
+}
+
+// liveViews reads the views that currently exist in the fork namespace (DuckLake's view table):
+// name → stored SQL. It is the source of truth for what is a view, not recorded statuses.
+func (res *resolution) liveViews(ctx context.Context, ns Namespace) (map[string]string, error) {
+	out := map[string]string{}
+	exists, err := res.namespaceExists(ctx, ns)
+	if err != nil || !exists {
+		return out, err
+	}
+	conn, err := res.r.Clusters.Connect(ctx, ns.Lake.CatalogCluster, ns.Lake.CatalogDatabase)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	q := fmt.Sprintf(`SELECT view_name, sql FROM %s.ducklake_view WHERE end_snapshot IS NULL`, pgx.Identifier{ns.SchemaName()}.Sanitize())
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read the fork's live views: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, sql string
+		if err := rows.Scan(&name, &sql); err != nil {
+			return nil, err
+		}
+		out[name] = sql
+	}
+	return out, rows.Err()
+}
+
+// deferPrelude is what follows the attach of an isolated fork's lake under alias: READ_ONLY
+// attaches of the ancestors' namespaces, a view for each table materialized up the chain and not
+// in the fork (pointing at the nearest ancestor that owns it, plus <table>_current for SCD2
+// tables), and for a materialize target that is a live view in the fork, the drop of that view.
+func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias string, isTarget bool) ([]string, error) {
+	live, err := res.liveViews(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	var stmts []string
+	var views []deferView
+	defer func() {
+		if isTarget {
+			res.plan.TargetDrops = targetDrops(alias, res.target.Table, live, views)
+		}
+	}()
+	if len(res.ws.Ancestors) == 0 {
+		return stmts, nil // an orphaned fork: write redirect, no defer
+	}
+	nodes, err := res.ancestorNodes(ctx, ns.Lake.Name)
+	if err != nil || len(nodes) == 0 {
+		return stmts, err
+	}
+	ids := []string{res.ws.ID}
+	for _, n := range nodes {
+		ids = append(ids, n.Workspaces...)
+	}
+	mats, err := readMaterializations(ctx, res.r.Control, ns.Lake.Name, ids)
+	if err != nil {
+		return nil, err
+	}
+	pre := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		cc, err := res.cats.Conn(ctx, n.NS.Lake.CatalogCluster, n.NS.Lake.CatalogDatabase)
+		if err != nil {
+			return nil, err
+		}
+		if err := res.plan.addDir(n.NS, false); err != nil {
+			return nil, err
+		}
+		opts := append(n.NS.readOnlyOptions(), Option{"META_SECRET", Literal(cc.Secret)})
+		pre = append(pre, Render(true, "ducklake:postgres:"+cc.Path, n.Alias, opts))
+	}
+	views = deferList(nodes, mats, res.ws.ID)
+	vs := viewStatements(alias, views, live)
+	if len(vs) > 1 {
+		// One DuckLake commit (one snapshot) for all the views, not one per view.
+		vs = append(append([]string{"BEGIN TRANSACTION"}, vs...), "COMMIT")
+	}
+	return append(append(pre, stmts...), vs...), nil
+}
+
+// targetDrops are the statements that turn a materialize target that is a view in the fork (a
+// live one, or one this job creates) into room for a real table: CREATE [OR REPLACE] TABLE
+// refuses to replace a view. The view is live in the catalog, not a recorded status, that
+// decides: after a failed run a status cannot tell a defer view from a real table.
+func targetDrops(alias, table string, live map[string]string, views []deferView) []string {
+	var out []string
+	for _, name := range []string{table, table + "_current"} {
+		_, isView := live[name]
+		for _, v := range views {
+			isView = isView || v.Name == name
+		}
+		if isView {
+			out = append(out, "DROP VIEW IF EXISTS "+Ident(alias)+"."+Ident(name))
+		}
+	}
+	return out
+}
+
+// deferView is one view to create in the fork: name, the ancestor alias it reads and its query.
+type deferView struct {
+	Name, Owner, Query string
+}
+
+// deferList lists the views of the deferred tables: for every table materialized up the chain
+// (latest status materialized) and not owned by the fork, one reading the nearest owner, plus
+// <table>_current for SCD2 tables.
+func deferList(nodes []*ancestorNode, mats map[string]map[string]materialization, fork string) []deferView {
+	own := map[string]bool{}
+	for t, m := range mats[fork] {
+		if m.Status == "materialized" || m.SnapshotID != nil {
+			own[t] = true
+		}
+	}
+	var views []deferView
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		for _, w := range n.Workspaces {
+			for t, m := range mats[w] {
+				if seen[t] || own[t] || m.Status != "materialized" {
+					continue
+				}
+				seen[t] = true
+				src := Ident(n.Alias) + "." + Ident(t)
+				views = append(views, deferView{t, n.Alias, "SELECT * FROM " + src})
+				if m.scd2() {
+					views = append(views, deferView{t + "_current", n.Alias, "SELECT * FROM " + src + " WHERE is_current"})
+				}
+			}
+		}
+	}
+	sort.Slice(views, func(i, j int) bool { return views[i].Name < views[j].Name })
+	return views
+}
+
+// viewStatements creates the views that do not exist (IF NOT EXISTS: a real fork table of that
+// name wins, so a concurrent first materialize is harmless), replaces a live view that reads
+// another ancestor than the nearest owner (an ancestor nearer the fork materialized the table
+// since), and leaves a correct one alone, so a job does not write the catalog when nothing
+// changed.
+func viewStatements(alias string, views []deferView, live map[string]string) []string {
+	var out []string
+	for _, v := range views {
+		sql, exists := live[v.Name]
+		switch {
+		case !exists:
+			out = append(out, fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s.%s AS %s", Ident(alias), Ident(v.Name), v.Query))
+		case !strings.Contains(sql, v.Owner):
+			out = append(out, fmt.Sprintf("CREATE OR REPLACE VIEW %s.%s AS %s", Ident(alias), Ident(v.Name), v.Query))
+		}
+	}
+	return out
+}

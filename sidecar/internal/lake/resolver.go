@@ -1,0 +1,284 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dataenv/dataenv/sidecar/internal/control"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// URL schemes the resolver rewrites in ATTACH statements.
+const (
+	SchemeLake      = "ducklake://"
+	SchemeDatatable = "datatable://"
+)
+
+// TargetAlias is the alias of a materialize job's target lake when the query does not attach it.
+const TargetAlias = "__dataenv_target"
+
+// Resolver turns the ATTACH 'ducklake://<lake>' and ATTACH 'datatable://<name>' statements of a
+// job into real attaches for the job's workspace. It is the one place every lake attach is
+// resolved (run, materialize, any later preview): in an isolated fork it redirects writes to the
+// fork's namespace, registers that namespace, and adds the read-defer prelude.
+type Resolver struct {
+	Control  *pgxpool.Pool
+	Clusters Clusters
+	Registry *Registry
+	Logger   *slog.Logger
+}
+
+// Target is the table a materialize job writes.
+type Target struct {
+	Lake, Table string
+}
+
+// Plan is a resolved job.
+type Plan struct {
+	// Setup holds the statements to run before SQL (object-store secrets).
+	Setup []string
+	// SQL is the job's SQL with its ATTACH statements resolved.
+	SQL string
+	// TargetAlias is the alias the target lake is attached under (materialize only).
+	TargetAlias string
+	// Target is the namespace written (materialize only).
+	Target *Namespace
+	// TargetDrops turn the target from a defer view into room for a table: run them after the
+	// query's rows are staged and before the table is written (materialize only).
+	TargetDrops []string
+	// Notes are what a person may want to know (an ancestor skipped and why).
+	Notes []string
+	// LocalFiles is true when a lake of the job keeps its files on a file:// storage (outside a
+	// jailed runner's mounts).
+	LocalFiles bool
+	// Dirs are the local data directories of the job's namespaces (file:// storages): the
+	// workspace's own writable, its ancestors' read-only. A jailed runner sees only these.
+	Dirs []Dir
+
+	secrets  []string
+	catalogs *catalogs
+}
+
+// Dir is a local data directory a job uses.
+type Dir struct {
+	Path     string
+	Writable bool
+}
+
+// addDir records the local data directory of ns (file:// storages only), creating it so that it
+// can be bound into a jail.
+func (p *Plan) addDir(ns Namespace, writable bool) error {
+	if ns.Storage.IsS3() {
+		return nil
+	}
+	dir := strings.TrimSuffix(ns.DataURL(), "/")
+	for i, d := range p.Dirs {
+		if d.Path == dir {
+			p.Dirs[i].Writable = d.Writable || writable
+			return nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("lake %q: data directory: %w", ns.Lake.Name, err)
+	}
+	p.Dirs = append(p.Dirs, Dir{Path: dir, Writable: writable})
+	return nil
+}
+
+// Close releases what the plan holds (temporary root certificate files).
+func (p *Plan) Close() {
+	if p.catalogs != nil {
+		p.catalogs.Close()
+	}
+}
+
+// Scrub removes the plan's secrets from s (an error text or a result).
+func (p *Plan) Scrub(s string) string {
+	for _, sec := range p.secrets {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "********")
+		}
+	}
+	return s
+}
+
+// resolution is the state of one Resolve call.
+type resolution struct {
+	r        *Resolver
+	ws       *control.Workspace
+	lakes    map[string]map[string]control.Lake
+	storages map[string]control.Storage
+	cats     *catalogs
+	plan     *Plan
+	target   *Target
+	rep      request.Reporter
+	// s3 storages that need a secret
+	s3 map[string]control.Storage
+}
+
+// Resolve resolves sql for workspace. With target, the target lake is attached too (under the
+// alias the SQL gives it, else TargetAlias) and its namespace prepared for the write.
+func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *Target, rep request.Reporter) (*Plan, error) {
+	ws, err := control.ReadWorkspace(ctx, r.Control, workspace)
+	if err != nil {
+		if errors.Is(err, control.ErrNotFound) {
+			return nil, request.Refusef("no workspace named %q", workspace)
+		}
+		return nil, request.Retryable(err)
+	}
+	ids := []string{ws.ID}
+	for _, a := range ws.Ancestors {
+		ids = append(ids, a.ID)
+	}
+	lakes, err := control.ReadLakes(ctx, r.Control, ids, "")
+	if err != nil {
+		return nil, request.Retryable(err)
+	}
+	res := &resolution{r: r, ws: ws, lakes: lakes, storages: map[string]control.Storage{}, cats: newCatalogs(r.Clusters),
+		plan: &Plan{}, target: target, rep: rep, s3: map[string]control.Storage{}}
+	res.plan.catalogs = res.cats
+	if err := res.rewrite(ctx, sql); err != nil {
+		res.plan.Close()
+		return nil, err
+	}
+	res.plan.secrets = append(res.plan.secrets, res.cats.secrets...)
+	res.plan.Setup = append(res.plan.Setup, res.cats.setup...)
+	for _, d := range res.cats.certDirs {
+		res.plan.Dirs = append(res.plan.Dirs, Dir{Path: d})
+	}
+	for _, s := range res.s3 {
+		res.plan.Setup = append(res.plan.Setup, s3Secret(s))
+		res.plan.secrets = append(res.plan.secrets, s.Creds.Secrets()...)
+	}
+	return res.plan, nil
+}
+
+// rewrite replaces each ducklake:// and datatable:// ATTACH of sql, and attaches the target lake
+// first when the SQL does not.
+func (res *resolution) rewrite(ctx context.Context, sql string) error {
+	stmts := SplitStatements(sql)
+	out := make([]string, 0, len(stmts)+1)
+	targetAttached := false
+	for _, st := range stmts {
+		a, ok, err := ParseAttach(st)
+		if err != nil {
+			return request.Refusef("%v", err)
+		}
+		if !ok || !(strings.HasPrefix(a.Path, SchemeLake) || strings.HasPrefix(a.Path, SchemeDatatable)) {
+			out = append(out, st)
+			continue
+		}
+		if a.Alias == "" {
+			return request.Refusef("ATTACH %s needs an alias: ATTACH %s AS x", Literal(a.Path), Literal(a.Path))
+		}
+		var text string
+		if name, isLake := strings.CutPrefix(a.Path, SchemeLake); isLake {
+			isTarget := res.target != nil && name == res.target.Lake && !targetAttached
+			text, err = res.lakeAttach(ctx, name, a, isTarget)
+			targetAttached = targetAttached || isTarget
+		} else {
+			text, err = res.datatableAttach(ctx, strings.TrimPrefix(a.Path, SchemeDatatable), a)
+		}
+		if err != nil {
+			return err
+		}
+		out = append(out, text)
+	}
+	if res.target != nil && !targetAttached {
+		a := &Attach{Path: SchemeLake + res.target.Lake, Alias: TargetAlias}
+		text, err := res.lakeAttach(ctx, res.target.Lake, a, true)
+		if err != nil {
+			return err
+		}
+		out = append([]string{text}, out...)
+	}
+	res.plan.SQL = strings.Join(out, ";\n") + ";"
+	return nil
+}
+
+// storage returns a storage by name (read once per job).
+func (res *resolution) storage(ctx context.Context, name string) (control.Storage, error) {
+	if s, ok := res.storages[name]; ok {
+		return s, nil
+	}
+	s, err := control.ReadStorage(ctx, res.r.Control, name)
+	if err != nil {
+		return s, err
+	}
+	res.storages[name] = s
+	if s.IsS3() {
+		res.s3[name] = s
+	} else {
+		res.plan.LocalFiles = true
+	}
+	return s, nil
+}
+
+// lakeAttach resolves one ATTACH 'ducklake://<name>'.
+func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, isTarget bool) (string, error) {
+	l, ok := res.lakes[res.ws.ID][name]
+	if !ok {
+		return "", request.Refusef("ATTACH %s: workspace %q has no lake named %q (SELECT name FROM dataenv.lake_info WHERE workspace = %s lists them)",
+			Literal(a.Path), res.ws.ID, name, Literal(res.ws.ID))
+	}
+	s, err := res.storage(ctx, l.Storage)
+	if err != nil {
+		return "", err
+	}
+	ns := namespaceOf(res.ws.ID, res.ws.IsFork, l, s)
+	if err := res.r.Registry.Register(ctx, ns, res.rep); err != nil {
+		return "", err
+	}
+	if err := res.plan.addDir(ns, !hasOption(a.Options, "READ_ONLY")); err != nil {
+		return "", err
+	}
+	cc, err := res.cats.Conn(ctx, l.CatalogCluster, l.CatalogDatabase)
+	if err != nil {
+		return "", err
+	}
+	var prelude []string
+	if ns.Forked && !hasOption(a.Options, "READ_ONLY") {
+		prelude, err = res.deferPrelude(ctx, ns, a.Alias, isTarget)
+		if err != nil {
+			return "", err
+		}
+	}
+	if isTarget {
+		res.plan.TargetAlias = a.Alias
+		res.plan.Target = &ns
+	}
+	opts := append(ns.writeOptions(withoutOptions(a.Options, "META_SECRET")), Option{"META_SECRET", Literal(cc.Secret)})
+	attach := Render(a.IfNotExists, "ducklake:postgres:"+cc.Path, a.Alias, opts)
+	return strings.Join(append([]string{attach}, prelude...), ";\n"), nil
+}
+
+// s3Secret is the DuckDB secret of an S3 storage, scoped to its URL.
+func s3Secret(s control.Storage) string {
+	endpoint, ssl := s.Creds.HostPort()
+	style := s.Creds.URLStyle
+	if style == "" {
+		style = "path"
+	}
+	opts := []string{"TYPE s3", "URL_STYLE " + Literal(style), fmt.Sprintf("USE_SSL %t", ssl), "SCOPE " + Literal(s.URL+"/")}
+	if s.Creds.AccessKeyID != "" {
+		opts = append(opts, "KEY_ID "+Literal(s.Creds.AccessKeyID), "SECRET "+Literal(s.Creds.SecretAccessKey))
+	} else {
+		opts = append(opts, "PROVIDER credential_chain")
+	}
+	if s.Creds.SessionToken != "" {
+		opts = append(opts, "SESSION_TOKEN "+Literal(s.Creds.SessionToken))
+	}
+	if s.Creds.Region != "" {
+		opts = append(opts, "REGION "+Literal(s.Creds.Region))
+	}
+	if endpoint != "" {
+		opts = append(opts, "ENDPOINT "+Literal(endpoint))
+	}
+	return fmt.Sprintf("CREATE OR REPLACE TEMPORARY SECRET %s (%s)", Ident("__dataenv_s3_"+s.Name), strings.Join(opts, ", "))
+}

@@ -1,0 +1,133 @@
+package workspace
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+	"github.com/dataenv/dataenv/sidecar/names"
+)
+
+// Use kinds dataenv.managed_database_uses__workspaces reports.
+const (
+	UseDatatable  = "datatable"
+	UseForkCopy   = "fork copy"
+	UseForkParent = "fork parent"
+)
+
+// dropCopy drops the database of a registered copy (guarded: dataenv_fork_ prefix, control
+// record and marker of the request that registered it, nothing else using it) and removes its
+// registry row only after the drop succeeded, all under the cluster's lifecycle lock.
+func (s *Service) dropCopy(ctx context.Context, rep request.Reporter, c Copy) error {
+	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
+		if err := dropCopyLocked(ctx, l, c); err != nil {
+			return err
+		}
+		return unregisterCopy(ctx, l.Control(), c)
+	})
+	s.count(metrics.OpDropForkCopy, true, err)
+	return err
+}
+
+// dropCopyLocked drops the copy's database if it exists. A database this request created but
+// did not record yet (a crash between CREATE DATABASE and the record) is first adopted through
+// the cluster package, which recognizes it by its marker or its staging name.
+func dropCopyLocked(ctx context.Context, l *cluster.Locked, c Copy) error {
+	if !strings.HasPrefix(c.Database, names.ForkPrefix) {
+		return request.Refusef("registry row names database %q on cluster %q, which is not a fork database (%s*); it is left alone",
+			c.Database, c.Cluster, names.ForkPrefix)
+	}
+	rec, err := recordOf(ctx, l.Control(), c)
+	if err != nil {
+		return err
+	}
+	switch {
+	case rec == uuid.Nil:
+		found, err := existsOnCluster(ctx, l, c.Database, stagingName(c.Request))
+		if err != nil || !found {
+			return err // nothing was created: nothing to drop
+		}
+		if _, err := l.CreateMarkedDatabase(ctx, c.Database, cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace}); err != nil {
+			return fmt.Errorf("adopt the interrupted fork copy %q before dropping it: %w", c.Database, err)
+		}
+	case rec != c.Request:
+		return request.Refusef("database %q on cluster %q was created by request %s, not by the fork request %s that registered it; it is left alone",
+			c.Database, c.Cluster, rec, c.Request)
+	}
+	_, err = l.DropMarkedDatabase(ctx, c.Database, cluster.DropOptions{
+		Exempt:            []cluster.Use{{Kind: UseForkCopy, Name: c.Workspace}},
+		TerminateSessions: true,
+	})
+	return err
+}
+
+// recordOf returns the request of the control record of the copy's database (uuid.Nil if none).
+func recordOf(ctx context.Context, conn *pgx.Conn, c Copy) (uuid.UUID, error) {
+	var id uuid.UUID
+	err := conn.QueryRow(ctx, `SELECT created_by_request FROM dataenv.managed_databases WHERE cluster = $1 AND name = $2`,
+		c.Cluster, c.Database).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, nil
+	}
+	if err != nil {
+		return uuid.Nil, retryable(fmt.Errorf("read the record of database %q: %w", c.Database, err))
+	}
+	return id, nil
+}
+
+// stagingName is the cluster package's name of a database between CREATE DATABASE and its rename
+// (see sidecar/cluster, "create_database: check, act, record").
+func stagingName(req uuid.UUID) string { return "dataenv_tmp_" + hex.EncodeToString(req[:]) }
+
+// existsOnCluster reports whether any of the databases exists on the locked cluster.
+func existsOnCluster(ctx context.Context, l *cluster.Locked, dbs ...string) (bool, error) {
+	conn, err := l.Connect(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var found bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_database WHERE datname = ANY($1))`, dbs).Scan(&found); err != nil {
+		return false, retryable(fmt.Errorf("look for databases on cluster %q: %w", l.Cluster().Name, err))
+	}
+	return found, nil
+}
+
+// copyFailure is a copy whose cleanup failed, for reports.
+type copyFailure struct {
+	Copy
+	Error string `json:"error"`
+}
+
+// dropCopies drops every copy, continuing past failures, and returns the ones dropped and the
+// ones that failed.
+func (s *Service) dropCopies(ctx context.Context, rep request.Reporter, copies []Copy) (dropped []Copy, failed []copyFailure) {
+	for _, c := range copies {
+		step := fmt.Sprintf("drop fork copy %s on cluster %s", c.Database, c.Cluster)
+		if err := s.dropCopy(ctx, rep, c); err != nil {
+			request.Report(ctx, rep, step, "failed", err.Error())
+			failed = append(failed, copyFailure{Copy: c, Error: err.Error()})
+			continue
+		}
+		request.Report(ctx, rep, step, "dropped", "datatable "+c.Datatable+" of workspace "+c.Workspace)
+		dropped = append(dropped, c)
+	}
+	return dropped, failed
+}
+
+// failureText lists failed cleanups in an error text.
+func failureText(failed []copyFailure) string {
+	parts := make([]string, len(failed))
+	for i, f := range failed {
+		parts[i] = fmt.Sprintf("%s on cluster %s: %s", f.Database, f.Cluster, f.Error)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,296 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/internal/control"
+	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/lock"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+	"github.com/dataenv/dataenv/sidecar/names"
+)
+
+// Datatable modes of create_fork.
+const (
+	ModeKeepOriginal = "keep_original"
+	ModeSchemaOnly   = "schema_only"
+	ModeFullCopy     = "full_copy"
+)
+
+type createArgs struct {
+	Parent      string            `json:"parent"`
+	Fork        string            `json:"fork"`
+	Datatables  map[string]string `json:"datatables"`
+	SharedLakes []string          `json:"shared_lakes"`
+}
+
+// parseCreateArgs maps the args onto createArgs. Their rules (ids, modes, lake names) are
+// dataenv.validate_create_fork's, checked when the row was inserted; a row's args never change.
+// parseCreateArgs maps the args onto createArgs. Their rules (ids, modes, lake names) are
+// dataenv.validate_create_fork's, applied when the row was inserted; a row's args never change.
+func parseCreateArgs(req *request.Request) (createArgs, error) {
+	var a createArgs
+	if err := request.DecodeArgs(req, &a); err != nil {
+		return a, err
+	}
+	if a.SharedLakes == nil {
+		a.SharedLakes = []string{}
+	}
+	return a, nil
+}
+
+// planItem is one datatable of the new fork.
+type planItem struct {
+	Datatable      string `json:"datatable"`
+	Mode           string `json:"mode"`
+	Cluster        string `json:"cluster"`
+	Database       string `json:"database"`        // what the fork's entry names
+	ParentDatabase string `json:"parent_database"` // what the parent resolved to
+	Method         string `json:"method,omitempty"`
+	Status         string `json:"status,omitempty"`
+}
+
+// ForkResult is the result of a create_fork request.
+type ForkResult struct {
+	Workspace   string     `json:"workspace"`
+	Parent      string     `json:"parent"`
+	Datatables  []planItem `json:"datatables"`
+	SharedLakes []string   `json:"shared_lakes"`
+}
+
+func (s *Service) handleCreateFork(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+	args, err := parseCreateArgs(req)
+	if err != nil {
+		request.Report(ctx, rep, "create_fork", "refused", err.Error())
+		return nil, err
+	}
+	var res *ForkResult
+	err = s.withWorkspaceLock(ctx, args.Fork, func() error {
+		res, err = s.createFork(ctx, req, rep, args)
+		return err
+	})
+	s.count(metrics.OpCreateFork, err == nil, err)
+	if err != nil {
+		s.log.Info("create_fork did not succeed", "fork", args.Fork, "parent", args.Parent, "error", err)
+		return nil, err
+	}
+	return res, nil
+}
+
+// createFork: check, clean up a previous incarnation, make the copies, commit the workspace.
+func (s *Service) createFork(ctx context.Context, req *request.Request, rep request.Reporter, args createArgs) (*ForkResult, error) {
+	pool := s.cfg.Control
+	if ws, err := control.ReadWorkspace(ctx, pool, args.Fork); err == nil {
+		if ws.CreatedByRequest == req.ID.String() {
+			return s.describe(ctx, args) // committed before an interruption
+		}
+		return nil, request.Refusef("create_fork: workspace %q already exists", args.Fork)
+	} else if !errors.Is(err, control.ErrNotFound) {
+		return nil, err
+	}
+	plan, err := s.plan(ctx, req, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cleanupPreviousIncarnation(ctx, rep, req, args.Fork); err != nil {
+		return nil, err
+	}
+	for i := range plan {
+		if plan[i].Mode == ModeKeepOriginal {
+			continue
+		}
+		if err := s.ensureCopy(ctx, req, rep, args.Fork, &plan[i]); err != nil {
+			return nil, s.rollback(ctx, req, rep, args.Fork, err)
+		}
+	}
+	crashpoint.HitOnce(CrashBeforeCommit)
+	if err := s.commitFork(ctx, req, args, plan); err != nil {
+		return nil, s.rollback(ctx, req, rep, args.Fork, err)
+	}
+	request.Report(ctx, rep, "workspace "+args.Fork, "created", fmt.Sprintf("fork of %s with %d datatable(s)", args.Parent, len(plan)))
+	return &ForkResult{Workspace: args.Fork, Parent: args.Parent, Datatables: plan, SharedLakes: args.SharedLakes}, nil
+}
+
+// plan checks the parent and the requester's membership, and resolves the parent's datatables.
+func (s *Service) plan(ctx context.Context, req *request.Request, args createArgs) ([]planItem, error) {
+	pool := s.cfg.Control
+	if _, err := control.ReadWorkspace(ctx, pool, args.Parent); err != nil {
+		if errors.Is(err, control.ErrNotFound) {
+			return nil, request.Refusef("create_fork: no workspace %q", args.Parent)
+		}
+		return nil, err
+	}
+	ok, err := control.CanUse(ctx, pool, args.Parent, req.RequestedBy)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, request.Refusef("create_fork: %s is not a member of workspace %q", req.RequestedBy, args.Parent)
+	}
+	dts, err := control.Datatables(ctx, pool, args.Parent)
+	if err != nil {
+		return nil, err
+	}
+	plan := make([]planItem, 0, len(dts))
+	known := map[string]bool{}
+	for _, d := range dts {
+		known[d.Datatable] = true
+		item := planItem{Datatable: d.Datatable, Mode: args.Datatables[d.Datatable], Cluster: d.Cluster,
+			Database: d.Database, ParentDatabase: d.Database}
+		if item.Mode == "" {
+			item.Mode = ModeKeepOriginal
+		}
+		if item.Mode != ModeKeepOriginal {
+			item.Database = names.ForkDatabase(args.Fork, d.Datatable)
+		}
+		plan = append(plan, item)
+	}
+	for name := range args.Datatables {
+		if !known[name] {
+			return nil, request.Refusef("create_fork: workspace %q has no datatable %q", args.Parent, name)
+		}
+	}
+	return plan, nil
+}
+
+// cleanupPreviousIncarnation retries the cleanup of copies a previous fork with this id left
+// (and other areas' leftovers), and refuses to go on while any of it fails: a new fork must never
+// silently reattach stale data.
+func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Reporter, req *request.Request, fork string) error {
+	copies, err := Copies(ctx, s.cfg.Control, fork)
+	if err != nil {
+		return err
+	}
+	var stale []Copy
+	for _, c := range copies {
+		if c.Request != req.ID {
+			stale = append(stale, c)
+		}
+	}
+	if len(stale) > 0 {
+		request.Report(ctx, rep, "previous incarnation of "+fork, "started", fmt.Sprintf("%d fork copies left by an earlier fork %s: dropping them first", len(stale), fork))
+	}
+	if _, failed := s.dropCopies(ctx, rep, stale); len(failed) > 0 {
+		return request.Refusef("create_fork: an earlier fork %q left copies that cannot be dropped yet (%s); the fork is not created until they are",
+			fork, failureText(failed))
+	}
+	for _, c := range s.cfg.Cleaners {
+		if err := c.CleanupFork(ctx, fork, rep); err != nil && s.cfg.BlocksCreate(err) {
+			return fmt.Errorf("create_fork: the cleanup of an earlier fork %q failed; the fork is not created until it succeeds: %w", fork, err)
+		}
+	}
+	return nil
+}
+
+// rollback drops every copy this request made, so that a failed create_fork leaves nothing
+// behind (registry rows of copies whose drop fails stay, and the next create_fork or drop_fork
+// of this id retries them). It returns cause, with what could not be cleaned up.
+func (s *Service) rollback(ctx context.Context, req *request.Request, rep request.Reporter, fork string, cause error) error {
+	ctx = context.WithoutCancel(ctx)
+	copies, err := Copies(ctx, s.cfg.Control, fork)
+	if err != nil {
+		return fmt.Errorf("%w (and its copies could not be listed for cleanup: %v)", cause, err)
+	}
+	var mine []Copy
+	for _, c := range copies {
+		if c.Request == req.ID {
+			mine = append(mine, c)
+		}
+	}
+	if _, failed := s.dropCopies(ctx, rep, mine); len(failed) > 0 {
+		return fmt.Errorf("%w (copies left registered for a later cleanup: %s)", cause, failureText(failed))
+	}
+	return cause
+}
+
+// commitFork creates the workspace row and its datatable entries in one transaction, under the
+// lifecycle locks of the clusters they name (in name order); triggers of other areas add their
+// rows (the lakes area stamps the fork's lakes).
+func (s *Service) commitFork(ctx context.Context, req *request.Request, args createArgs, plan []planItem) error {
+	return pgx.BeginFunc(ctx, s.cfg.Control, func(tx pgx.Tx) error {
+		for _, c := range clustersOf(plan) {
+			if err := lock.XactLifecycle(ctx, tx, c); err != nil {
+				return retryable(err)
+			}
+		}
+		var parentThere bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.workspaces WHERE id = $1 FOR KEY SHARE)`, args.Parent).Scan(&parentThere); err != nil {
+			return retryable(err)
+		}
+		if !parentThere {
+			return request.Refusef("create_fork: workspace %q was dropped while its fork was being made", args.Parent)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO dataenv.workspaces (id, is_fork, parent, shared_lakes, created_by, created_by_request)
+			VALUES ($1, true, $2, $3, $4, $5)`, args.Fork, args.Parent, args.SharedLakes, req.RequestedBy, req.ID); err != nil {
+			return fmt.Errorf("create workspace %q: %w", args.Fork, err)
+		}
+		for _, it := range plan {
+			if _, err := tx.Exec(ctx, `INSERT INTO dataenv.datatables (workspace, name, cluster, database, source, created_by)
+				VALUES ($1, $2, $3, $4, $5, $6)`, args.Fork, it.Datatable, it.Cluster, it.Database, it.Mode, req.RequestedBy); err != nil {
+				return fmt.Errorf("record datatable %q of fork %q: %w", it.Datatable, args.Fork, err)
+			}
+		}
+		// The fork's lake entries are stamped by the AFTER INSERT trigger on dataenv.workspaces
+		// (sqlapi/043_lake_forks.sql), in this same transaction.
+		return nil
+	})
+}
+
+func clustersOf(plan []planItem) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, it := range plan {
+		if !seen[it.Cluster] {
+			seen[it.Cluster] = true
+			out = append(out, it.Cluster)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// describe is the result of a fork this request already committed.
+func (s *Service) describe(ctx context.Context, args createArgs) (*ForkResult, error) {
+	dts, err := control.Datatables(ctx, s.cfg.Control, args.Fork)
+	if err != nil {
+		return nil, err
+	}
+	copies, err := Copies(ctx, s.cfg.Control, args.Fork)
+	if err != nil {
+		return nil, err
+	}
+	res := &ForkResult{Workspace: args.Fork, Parent: args.Parent, SharedLakes: args.SharedLakes}
+	for _, d := range dts {
+		it := planItem{Datatable: d.Datatable, Mode: d.Mode, Cluster: d.Cluster, Database: d.Database, Status: "unchanged"}
+		for _, c := range copies {
+			if c.Cluster == d.Cluster && c.Database == d.Database {
+				it.ParentDatabase, it.Method = c.ParentDatabase, c.Method
+			}
+		}
+		res.Datatables = append(res.Datatables, it)
+	}
+	return res, nil
+}
+
+// withWorkspaceLock holds the advisory lock of a workspace id (dataenv.workspace_lock_class(),
+// hashtext(id)) while fn runs, so create_fork and drop_fork of one id never interleave. The lock
+// lives on a connection of its own, outside the pool: a handler holding it never competes with
+// the lifecycle locks and the dispatcher for pooled connections. Closing that connection releases
+// the lock whatever happens.
+func (s *Service) withWorkspaceLock(ctx context.Context, id string, fn func() error) error {
+	conn, err := pgx.ConnectConfig(ctx, s.cfg.Control.Config().ConnConfig.Copy())
+	if err != nil {
+		return retryable(fmt.Errorf("lock workspace %q: connect: %w", id, err))
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_advisory_lock(dataenv.workspace_lock_class(), pg_catalog.hashtext($1))`, id); err != nil {
+		return retryable(fmt.Errorf("lock workspace %q: %w", id, err))
+	}
+	return fn()
+}

@@ -1,0 +1,198 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/internal/control"
+	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/lock"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+type dropArgs struct {
+	Fork    string `json:"fork"`
+	Cascade bool   `json:"cascade"`
+}
+
+// DropResult is the result of a drop_fork request.
+type DropResult struct {
+	// Workspaces dropped by this run (children first); empty when only leftovers were cleaned.
+	Workspaces []string `json:"workspaces"`
+	Dropped    []Copy   `json:"dropped"`
+}
+
+func (s *Service) handleDropFork(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+	var args dropArgs
+	if err := request.DecodeArgs(req, &args); err != nil {
+		return nil, err
+	}
+	var res *DropResult
+	err := s.withWorkspaceLock(ctx, args.Fork, func() error {
+		var err error
+		res, err = s.dropFork(ctx, req, rep, args)
+		return err
+	})
+	s.count(metrics.OpDropFork, err == nil, err)
+	if err != nil {
+		s.log.Info("drop_fork did not succeed", "fork", args.Fork, "error", err)
+		return nil, err
+	}
+	return res, nil
+}
+
+// dropFork drops the fork (and, with cascade, its descendants first): for each workspace, the
+// row goes first (its datatables stop naming the copies; what remains is the registry, the
+// cleanup ledger), then other areas' cleanups, then each copy, whose registry row is deleted only
+// after its drop succeeded. Anything that fails is reported and stays registered: running
+// drop_fork again retries exactly that.
+func (s *Service) dropFork(ctx context.Context, req *request.Request, rep request.Reporter, args dropArgs) (*DropResult, error) {
+	targets, err := s.dropTargets(ctx, req, args)
+	if err != nil {
+		return nil, err
+	}
+	res := &DropResult{Workspaces: []string{}, Dropped: []Copy{}}
+	var failed []copyFailure
+	var cleanupErrs []string
+	for _, t := range targets {
+		gone, err := s.deleteWorkspace(ctx, t)
+		if err != nil {
+			return res, err
+		}
+		if gone {
+			res.Workspaces = append(res.Workspaces, t)
+			request.Report(ctx, rep, "workspace "+t, "dropped", "")
+		}
+		crashpoint.HitOnce(CrashAfterWorkspaceDrop)
+		for _, c := range s.cfg.Cleaners {
+			if err := c.CleanupFork(ctx, t, rep); err != nil {
+				cleanupErrs = append(cleanupErrs, fmt.Sprintf("workspace %s: %v", t, err))
+			}
+		}
+		copies, err := Copies(ctx, s.cfg.Control, t)
+		if err != nil {
+			return res, err
+		}
+		dropped, f := s.dropCopies(ctx, rep, copies)
+		res.Dropped = append(res.Dropped, dropped...)
+		failed = append(failed, f...)
+	}
+	if len(failed) > 0 || len(cleanupErrs) > 0 {
+		msg := "drop_fork: " + args.Fork + ": "
+		if len(failed) > 0 {
+			msg += fmt.Sprintf("%d fork copies could not be dropped (%s); ", len(failed), failureText(failed))
+		}
+		if len(cleanupErrs) > 0 {
+			msg += "cleanup failed: " + strings.Join(cleanupErrs, "; ") + "; "
+		}
+		return res, errors.New(msg + "they stay registered: run dataenv.drop_fork again to retry")
+	}
+	return res, nil
+}
+
+// dropTargets checks the request and returns the workspaces to drop, descendants first. A fork
+// id whose workspace is already gone but whose copies are still registered (an earlier drop
+// failed part-way) is a target too: finishing that cleanup needs no membership, since nobody can
+// use those copies any more.
+func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dropArgs) ([]string, error) {
+	pool := s.cfg.Control
+	ws, err := control.ReadWorkspace(ctx, pool, args.Fork)
+	if errors.Is(err, control.ErrNotFound) {
+		copies, err := Copies(ctx, pool, args.Fork)
+		if err != nil {
+			return nil, err
+		}
+		var lakeLeftovers int
+		if err := pool.QueryRow(ctx, `SELECT dataenv.fork_lake_leftovers($1)`, args.Fork).Scan(&lakeLeftovers); err != nil {
+			return nil, retryable(err)
+		}
+		if len(copies) == 0 && lakeLeftovers == 0 {
+			return nil, request.Refusef("drop_fork: no workspace %q, and no fork copies or lake namespaces of one are left", args.Fork)
+		}
+		return []string{args.Fork}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !ws.IsFork {
+		return nil, request.Refusef("drop_fork: workspace %q is not a fork (dataenv.drop_workspace drops a root workspace)", args.Fork)
+	}
+	desc, err := descendants(ctx, pool, args.Fork)
+	if err != nil {
+		return nil, err
+	}
+	if len(desc) > 0 && !args.Cascade {
+		return nil, request.Refusef("drop_fork: workspace %q has child forks (%s): drop them first, or ask for the cascade explicitly (cascade => true)",
+			args.Fork, strings.Join(desc, ", "))
+	}
+	for _, w := range append([]string{args.Fork}, desc...) {
+		ok, err := control.CanUse(ctx, pool, w, req.RequestedBy)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, request.Refusef("drop_fork: %s is not a member of workspace %q", req.RequestedBy, w)
+		}
+	}
+	return append(desc, args.Fork), nil
+}
+
+// descendants lists the forks below id, deepest first.
+func descendants(ctx context.Context, q control.Querier, id string) ([]string, error) {
+	rows, err := q.Query(ctx, `WITH RECURSIVE d AS (
+			SELECT w.id, 1 AS depth FROM dataenv.workspaces w WHERE w.parent = $1
+			UNION ALL
+			SELECT w.id, d.depth + 1 FROM dataenv.workspaces w JOIN d ON w.parent = d.id WHERE d.depth < 100)
+		SELECT id FROM d ORDER BY depth DESC, id`, id)
+	if err != nil {
+		return nil, retryable(fmt.Errorf("list the forks of %q: %w", id, err))
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, retryable(fmt.Errorf("list the forks of %q: %w", id, err))
+	}
+	return out, nil
+}
+
+// deleteWorkspace deletes the workspace row (its datatable entries and members cascade) under
+// the lifecycle locks of the clusters its datatables name, refusing if a child fork appeared.
+// It reports whether a row was deleted.
+func (s *Service) deleteWorkspace(ctx context.Context, id string) (bool, error) {
+	var gone bool
+	err := pgx.BeginFunc(ctx, s.cfg.Control, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT DISTINCT cluster FROM dataenv.datatables WHERE workspace = $1`, id)
+		if err != nil {
+			return retryable(err)
+		}
+		clusters, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return retryable(err)
+		}
+		sort.Strings(clusters)
+		for _, c := range clusters {
+			if err := lock.XactLifecycle(ctx, tx, c); err != nil {
+				return retryable(err)
+			}
+		}
+		var children int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM dataenv.workspaces WHERE parent = $1`, id).Scan(&children); err != nil {
+			return retryable(err)
+		}
+		if children > 0 {
+			return request.Refusef("drop_fork: a fork of %q was created meanwhile; run drop_fork again (with cascade to drop it too)", id)
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM dataenv.workspaces WHERE id = $1 AND is_fork`, id)
+		if err != nil {
+			return retryable(fmt.Errorf("delete workspace %q: %w", id, err))
+		}
+		gone = tag.RowsAffected() > 0
+		return nil
+	})
+	return gone, err
+}

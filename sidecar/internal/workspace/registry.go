@@ -1,0 +1,88 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dataenv/dataenv/sidecar/internal/control"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Copy is a row of the fork-copy registry (dataenv.fork_copies): a database create_fork made,
+// or is making, for a workspace. The row is the cleanup ledger: it is written before the
+// database is created and deleted only after the database was dropped.
+type Copy struct {
+	Cluster        string    `json:"cluster"`
+	Database       string    `json:"database"`
+	Workspace      string    `json:"workspace"`
+	Datatable      string    `json:"datatable"`
+	Mode           string    `json:"mode"`
+	ParentDatabase string    `json:"parent_database"`
+	Method         string    `json:"method,omitempty"`
+	State          string    `json:"state"`
+	Request        uuid.UUID `json:"request"`
+}
+
+// Copy states.
+const (
+	StateCreating = "creating"
+	StateReady    = "ready"
+)
+
+const copyColumns = `cluster, database, workspace, datatable, mode, parent_database, coalesce(method, ''), state, created_by_request`
+
+func scanCopy(row pgx.CollectableRow) (Copy, error) {
+	var c Copy
+	return c, row.Scan(&c.Cluster, &c.Database, &c.Workspace, &c.Datatable, &c.Mode, &c.ParentDatabase, &c.Method, &c.State, &c.Request)
+}
+
+// Copies lists the registered fork copies of workspace (a dropped workspace's leftovers too),
+// ordered by cluster and database.
+func Copies(ctx context.Context, q control.Querier, workspace string) ([]Copy, error) {
+	rows, err := q.Query(ctx, `SELECT `+copyColumns+` FROM dataenv.fork_copies WHERE workspace = $1 ORDER BY cluster, database`, workspace)
+	if err != nil {
+		return nil, retryable(fmt.Errorf("read the fork copies of workspace %q: %w", workspace, err))
+	}
+	out, err := pgx.CollectRows(rows, scanCopy)
+	if err != nil {
+		return nil, retryable(fmt.Errorf("read the fork copies of workspace %q: %w", workspace, err))
+	}
+	return out, nil
+}
+
+// readCopy reads the registry row of (cluster, database); nil if there is none.
+func readCopy(ctx context.Context, q control.Querier, cluster, database string) (*Copy, error) {
+	rows, err := q.Query(ctx, `SELECT `+copyColumns+` FROM dataenv.fork_copies WHERE cluster = $1 AND database = $2`, cluster, database)
+	if err != nil {
+		return nil, retryable(fmt.Errorf("read the registry row of %q on cluster %q: %w", database, cluster, err))
+	}
+	c, err := pgx.CollectExactlyOneRow(rows, scanCopy)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, retryable(fmt.Errorf("read the registry row of %q on cluster %q: %w", database, cluster, err))
+	}
+	return &c, nil
+}
+
+func registerCopy(ctx context.Context, conn *pgx.Conn, c Copy) error {
+	_, err := conn.Exec(ctx, `INSERT INTO dataenv.fork_copies (cluster, database, workspace, datatable, mode, parent_database, created_by_request)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (cluster, database) DO NOTHING`,
+		c.Cluster, c.Database, c.Workspace, c.Datatable, c.Mode, c.ParentDatabase, c.Request)
+	if err != nil {
+		return retryable(fmt.Errorf("register fork copy %q on cluster %q: %w", c.Database, c.Cluster, err))
+	}
+	return nil
+}
+
+func unregisterCopy(ctx context.Context, conn *pgx.Conn, c Copy) error {
+	_, err := conn.Exec(ctx, `DELETE FROM dataenv.fork_copies WHERE cluster = $1 AND database = $2 AND created_by_request = $3`,
+		c.Cluster, c.Database, c.Request)
+	if err != nil {
+		return retryable(fmt.Errorf("remove the registry row of fork copy %q on cluster %q: %w", c.Database, c.Cluster, err))
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+-- ---------------------------------------------------------------------------------------------
+-- Requests: create_fork, drop_fork
+-- ---------------------------------------------------------------------------------------------
+
+-- Validators are SECURITY INVOKER: they run as the role inserting the request and see only the
+-- workspaces it may use. The sidecar checks again for the role that made the request.
+CREATE OR REPLACE FUNCTION dataenv.validate_create_fork(args jsonb) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    k text;
+    v jsonb;
+    parent text := args->>'parent';
+    fork text := args->>'fork';
+BEGIN
+    PERFORM dataenv.check_request_keys('create_fork', args, ARRAY['parent', 'fork'], ARRAY['datatables', 'shared_lakes']);
+    PERFORM dataenv.check_workspace_id('create_fork', parent);
+    PERFORM dataenv.check_workspace_id('create_fork', fork);
+    IF NOT dataenv.can_use_workspace(parent) OR NOT (dataenv.workspace_facts(parent)).found THEN
+        RAISE EXCEPTION 'create_fork: no workspace % that % may use', to_json(parent)::text, current_user USING ERRCODE = '42501';
+    END IF;
+    IF (dataenv.workspace_facts(fork)).found THEN
+        RAISE EXCEPTION 'create_fork: workspace % already exists', to_json(fork)::text USING ERRCODE = '23505';
+    END IF;
+    IF args ? 'datatables' THEN
+        IF jsonb_typeof(args->'datatables') <> 'object' THEN
+            RAISE EXCEPTION 'create_fork: datatables must be a JSON object {"<datatable>": "keep_original" | "schema_only" | "full_copy"}'
+                USING ERRCODE = '22023';
+        END IF;
+        FOR k, v IN SELECT * FROM jsonb_each(args->'datatables') LOOP
+            IF jsonb_typeof(v) <> 'string' OR v #>> '{}' NOT IN ('keep_original', 'schema_only', 'full_copy') THEN
+                RAISE EXCEPTION 'create_fork: datatable %: mode must be keep_original, schema_only or full_copy (got %)', to_json(k)::text, v::text
+                    USING ERRCODE = '22023';
+            END IF;
+            IF NOT EXISTS (SELECT FROM dataenv.datatable_resolution r WHERE r.workspace = parent AND r.datatable = k) THEN
+                RAISE EXCEPTION 'create_fork: workspace % has no datatable %', to_json(parent)::text, to_json(k)::text USING ERRCODE = '22023';
+            END IF;
+        END LOOP;
+    END IF;
+    IF args ? 'shared_lakes' THEN
+        IF jsonb_typeof(args->'shared_lakes') <> 'array'
+           OR EXISTS (SELECT FROM jsonb_array_elements(args->'shared_lakes') e
+                       WHERE jsonb_typeof(e) <> 'string' OR e #>> '{}' !~ '^[a-z][a-z0-9_]*$' OR octet_length(e #>> '{}') > 63) THEN
+            RAISE EXCEPTION 'create_fork: shared_lakes must be an array of lake names' USING ERRCODE = '22023';
+        END IF;
+        PERFORM dataenv.check_shared_lakes(args->>'parent',
+            ARRAY(SELECT jsonb_array_elements_text(args->'shared_lakes')));
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dataenv.validate_create_fork(jsonb) IS 'Validates the args of a create_fork request.';
+
+CREATE OR REPLACE FUNCTION dataenv.validate_drop_fork(args jsonb) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    fork text := args->>'fork';
+    f record;
+BEGIN
+    PERFORM dataenv.check_request_keys('drop_fork', args, ARRAY['fork'], ARRAY['cascade']);
+    PERFORM dataenv.check_workspace_id('drop_fork', fork);
+    IF args ? 'cascade' AND jsonb_typeof(args->'cascade') <> 'boolean' THEN
+        RAISE EXCEPTION 'drop_fork: cascade must be a boolean' USING ERRCODE = '22023';
+    END IF;
+    f := dataenv.workspace_facts(fork);
+    IF NOT f.found THEN
+        IF dataenv.fork_copy_leftovers(fork) = 0 THEN
+            RAISE EXCEPTION 'drop_fork: no workspace %, and no fork copies of one are left', to_json(fork)::text USING ERRCODE = 'P0002';
+        END IF;
+        RETURN; -- finishing the cleanup of a dropped fork
+    END IF;
+    IF NOT dataenv.can_use_workspace(fork) THEN
+        RAISE EXCEPTION 'drop_fork: no workspace % that % may use', to_json(fork)::text, current_user USING ERRCODE = '42501';
+    END IF;
+    IF NOT f.is_fork THEN
+        RAISE EXCEPTION 'drop_fork: workspace % is not a fork', to_json(fork)::text
+            USING ERRCODE = '55000', HINT = 'dataenv.drop_workspace drops a root workspace.';
+    END IF;
+    IF cardinality(f.children) > 0 AND NOT coalesce((args->>'cascade')::boolean, false) THEN
+        RAISE EXCEPTION 'drop_fork: workspace % has child forks (%)', to_json(fork)::text, array_to_string(f.children, ', ')
+            USING ERRCODE = '2BP01', HINT = 'Drop them first, or ask for it explicitly: dataenv.drop_fork(fork, cascade => true).';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dataenv.validate_drop_fork(jsonb) IS 'Validates the args of a drop_fork request.';
+
+INSERT INTO dataenv.request_kinds (kind, validator, description) VALUES
+    ('create_fork', 'dataenv.validate_create_fork(jsonb)'::regprocedure,
+     'Creates a fork of a workspace: keep_original datatables share the parent''s database, schema_only and full_copy ones get a database of their own.'),
+    ('drop_fork', 'dataenv.validate_drop_fork(jsonb)'::regprocedure,
+     'Drops a fork and the databases it owns (each guarded; registry rows removed only after their drop); retryable.')
+ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, description = EXCLUDED.description;
+
+CREATE OR REPLACE FUNCTION dataenv.create_fork(parent text, fork text, datatables jsonb DEFAULT '{}',
+                                              shared_lakes text[] DEFAULT '{}') RETURNS uuid
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO dataenv.requests (kind, args)
+    VALUES ('create_fork', jsonb_build_object('parent', parent, 'fork', fork,
+                                              'datatables', coalesce(datatables, '{}'::jsonb),
+                                              'shared_lakes', to_jsonb(coalesce(shared_lakes, '{}'::text[]))))
+    RETURNING id
+$$;
+COMMENT ON FUNCTION dataenv.create_fork(text, text, jsonb, text[]) IS
+    'Requests a fork of workspace parent named fork. datatables maps a datatable name to keep_original (default: the fork uses the parent''s database), schema_only (a new database with the parent''s schema, no rows) or full_copy (schema and rows). Lakes are isolated unless listed in shared_lakes. Returns the request id.';
+
+CREATE OR REPLACE FUNCTION dataenv.drop_fork(fork text, cascade boolean DEFAULT false) RETURNS uuid
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO dataenv.requests (kind, args)
+    VALUES ('drop_fork', jsonb_build_object('fork', fork, 'cascade', coalesce(cascade, false)))
+    RETURNING id
+$$;
+COMMENT ON FUNCTION dataenv.drop_fork(text, boolean) IS
+    'Requests the drop of a fork: the workspace, then each database it owns (marker and record required); each registry row is removed only after its drop. Refused while child forks exist unless cascade. Partial failures are reported; run it again to retry. Returns the request id.';

@@ -1,0 +1,81 @@
+-- ---------------------------------------------------------------------------------------------
+-- Materializations
+-- ---------------------------------------------------------------------------------------------
+
+CREATE OR REPLACE VIEW dataenv.materialization_all AS
+SELECT DISTINCT ON (workspace, lake, table_name)
+       workspace, lake, table_name, status, strategy, snapshot_id, row_count, columns, metadata_schema,
+       request_id, error, created_at
+  FROM dataenv.materializations
+ ORDER BY workspace, lake, table_name, id DESC;
+COMMENT ON VIEW dataenv.materialization_all IS 'Internal: the latest materialization of each lake table per workspace.';
+
+CREATE OR REPLACE VIEW dataenv.materialization_list WITH (security_barrier) AS
+SELECT * FROM dataenv.materialization_all WHERE dataenv.can_use_workspace(workspace);
+COMMENT ON VIEW dataenv.materialization_list IS 'The latest materialization of each lake table, in the workspaces the caller may use.';
+
+-- The ancestors of a workspace, nearest first (depth 1 = parent).
+CREATE OR REPLACE FUNCTION dataenv.workspace_ancestors(workspace text)
+RETURNS TABLE (depth integer, ancestor text, is_fork boolean)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH RECURSIVE chain(depth, id, parent, is_fork) AS (
+        SELECT 0, w.id, w.parent, w.is_fork FROM dataenv.workspaces w WHERE w.id = $1
+        UNION ALL
+        SELECT c.depth + 1, w.id, w.parent, w.is_fork
+          FROM chain c JOIN dataenv.workspaces w ON w.id = c.parent
+         WHERE c.depth < 100
+    )
+    SELECT c.depth, c.id, c.is_fork FROM chain c WHERE c.depth > 0 ORDER BY c.depth
+$$;
+COMMENT ON FUNCTION dataenv.workspace_ancestors(text) IS 'The fork chain above a workspace, nearest ancestor first.';
+
+CREATE OR REPLACE FUNCTION dataenv.fork_materialization_rows()
+RETURNS TABLE (workspace text, lake text, table_name text, state text, from_workspace text, snapshot_id bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+        WITH forks AS (
+            SELECT l.workspace, l.name AS lake
+              FROM dataenv.lakes l JOIN dataenv.workspaces w ON w.id = l.workspace
+             WHERE w.is_fork AND l.fork_behavior = 'isolated'
+        ), chain AS (
+            SELECT f.workspace, f.lake, 0 AS depth, f.workspace AS member FROM forks f
+            UNION ALL
+            SELECT f.workspace, f.lake, a.depth, a.ancestor
+              FROM forks f CROSS JOIN LATERAL dataenv.workspace_ancestors(f.workspace) a
+        ), latest AS (
+            SELECT * FROM dataenv.materialization_all
+        ), candidates AS (
+            SELECT c.workspace, c.lake, m.table_name, c.depth, c.member, m.status, m.snapshot_id
+              FROM chain c JOIN latest m ON m.workspace = c.member AND m.lake = c.lake
+        ), decided AS (
+            SELECT DISTINCT ON (x.workspace, x.lake, x.table_name) x.workspace, x.lake, x.table_name, x.depth, x.member, x.snapshot_id
+              FROM candidates x
+             WHERE (x.depth = 0 AND (x.status = 'materialized' OR x.snapshot_id IS NOT NULL))
+                OR (x.depth > 0 AND x.status = 'materialized')
+             ORDER BY x.workspace, x.lake, x.table_name, x.depth
+        ), tables AS (
+            SELECT DISTINCT workspace, lake, table_name FROM candidates
+        )
+        SELECT t.workspace, t.lake, t.table_name,
+               CASE WHEN d.depth IS NULL THEN 'absent' WHEN d.depth = 0 THEN 'fork-materialized' ELSE 'deferred' END,
+               CASE WHEN d.depth > 0 THEN d.member END,
+               d.snapshot_id
+          FROM tables t
+          LEFT JOIN decided d USING (workspace, lake, table_name)
+         ORDER BY 1, 2, 3
+$$;
+COMMENT ON FUNCTION dataenv.fork_materialization_rows() IS 'Internal: the rows of dataenv.fork_materialization.';
+
+CREATE OR REPLACE VIEW dataenv.fork_materialization WITH (security_barrier) AS
+SELECT * FROM dataenv.fork_materialization_rows() r WHERE dataenv.can_use_workspace(r.workspace);
+COMMENT ON VIEW dataenv.fork_materialization IS
+    'Per fork the caller may use, isolated lake and table: deferred (read from from_workspace, the nearest ancestor that materialized it), fork-materialized (the fork wrote its own), or absent (known in the chain, but no ancestor''s latest run succeeded).';
+
+REVOKE ALL ON FUNCTION dataenv.fork_materialization_rows(), dataenv.workspace_ancestors(text) FROM PUBLIC;
+REVOKE ALL ON dataenv.materialization_all FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dataenv.run(text, text), dataenv.materialize(text, text, text, text)
+  TO dataenv_user, dataenv_admin;
+GRANT SELECT ON dataenv.materialization_list, dataenv.fork_materialization TO dataenv_user, dataenv_admin;
