@@ -32,6 +32,18 @@ func (l *Locked) AppConnConfig(ctx context.Context, database string) (*pgx.ConnC
 	return cfg, nil
 }
 
+// AppLibpq is the libpq environment of database as the managed application role (for a restore
+// that must run as the role owning what it creates, never as the admin: code the restore runs,
+// a CHECK constraint or a generated column, could otherwise RESET ROLE to the admin). It carries
+// the password; close it when the child has exited.
+func (l *Locked) AppLibpq(ctx context.Context, database string) (*Libpq, error) {
+	cfg, err := l.AppConnConfig(ctx, database)
+	if err != nil {
+		return nil, err
+	}
+	return l.admin.libpqFor(l.cluster, cfg)
+}
+
 // ConnectApp opens a connection to database as the managed application role; see AppConnConfig.
 func (l *Locked) ConnectApp(ctx context.Context, database string) (*pgx.Conn, error) {
 	cfg, err := l.AppConnConfig(ctx, database)
