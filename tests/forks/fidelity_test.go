@@ -97,6 +97,7 @@ func TestForkFidelity(t *testing.T) {
 	check := func(t *testing.T, fork, mode, wantMethod string, exp expectation) forkFidelity {
 		r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, jsonb_build_object('app', $3::text))`, ws, fork, mode))
 		res := f.forkResult(r, "app")
+		t.Logf("result: %s", r.result)
 		db := names.ForkDatabase(fork, "app")
 		if res.Method != wantMethod {
 			t.Errorf("%s fork made by %q, want %q", mode, res.Method, wantMethod)

@@ -28,6 +28,10 @@ import (
 // ClassLifecycle is the purpose name of the per-cluster lifecycle lock.
 const ClassLifecycle = "lifecycle"
 
+// ClassSchemaTemplate is the purpose name of the per-datatable-entry lock held while its schema
+// template is copied from, built or dropped (always taken before a lifecycle lock).
+const ClassSchemaTemplate = "schema_template"
+
 const (
 	tryLockSQL = `SELECT pg_catalog.pg_try_advisory_lock(dataenv.lock_class($1), pg_catalog.hashtext($2))`
 	lockSQL    = `SELECT pg_catalog.pg_advisory_lock(dataenv.lock_class($1), pg_catalog.hashtext($2))`

@@ -2,8 +2,10 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,8 +17,9 @@ import (
 
 // Copy methods.
 const (
-	MethodTemplate = "template" // CREATE DATABASE ... TEMPLATE parent
-	MethodDump     = "dump"     // pg_dump, then psql (schema_only) or pg_restore (full_copy)
+	MethodTemplate       = "template"        // CREATE DATABASE ... TEMPLATE parent
+	MethodDump           = "dump"            // pg_dump | pg_restore into an empty database
+	MethodSchemaTemplate = "schema_template" // CREATE DATABASE ... TEMPLATE <the datatable's schema template>
 )
 
 // ensureCopy makes the fork copy of one datatable, converging after a crash at any point:
@@ -25,12 +28,17 @@ const (
 //     previous incarnation's cleanup ran before and would have removed it). A row of this
 //     request still creating: an interrupted attempt, whose database may be partial: dropped
 //     (guarded) and made again.
-//  2. Under the cluster's lifecycle lock: register the copy (state creating) BEFORE the
-//     database exists, so the ledger always covers it; then create the marked database, by
-//     TEMPLATE for a full_copy whose parent has no other sessions, else empty.
-//  3. Without the lock (a long copy must not block the cluster): dump and restore in one
-//     transaction, reporting progress.
-//  4. Mark the row ready.
+//  2. The parent's plan is read (what the copy must keep, parent.go).
+//  3. Under the cluster's lifecycle lock: register the copy (state creating) BEFORE the
+//     database exists, so the ledger always covers it; then create the marked, private database
+//     owned by the fork's owner: a TEMPLATE copy of the parent (full_copy, nobody connected,
+//     owners the admin may act as, no event trigger), of the datatable's current schema template
+//     (schema_only), or empty (dump and restore).
+//  4. Without the lock (a long copy must not block the cluster): dump and restore in one
+//     transaction as the owner, reporting progress.
+//  5. Finish: owners mapped, privileges, default privileges, sequences, settings and the
+//     database's access list as the parent's (finish.go). Then the row is marked ready, with
+//     the report.
 func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep request.Reporter, fork string, it *planItem) error {
 	row, err := readCopy(ctx, s.cfg.Control, it.Cluster, it.Database)
 	if err != nil {
@@ -42,7 +50,7 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		return request.Refusef("create_fork: database %q on cluster %q is registered as a fork copy for workspace %q by request %s",
 			it.Database, it.Cluster, row.Workspace, row.Request)
 	case row != nil && row.State == StateReady:
-		it.Method, it.Status = row.Method, "unchanged"
+		it.Method, it.Status, it.Fidelity = row.Method, "unchanged", row.Report
 		return nil
 	case row != nil:
 		request.Report(ctx, rep, step, "restarted", "an earlier attempt was interrupted; its database is dropped and made again")
@@ -51,96 +59,204 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		}
 	}
 	started := s.cfg.Now()
-	c := Copy{Cluster: it.Cluster, Database: it.Database, Workspace: fork, Datatable: it.Datatable, Mode: it.Mode,
-		ParentDatabase: it.ParentDatabase, Request: req.ID}
-	job, err := s.createCopyDatabase(ctx, rep, c, it)
+	plan, err := s.readParentPlan(ctx, it.Cluster, it.ParentDatabase, it.Mode)
 	if err != nil {
 		return err
 	}
-	defer job.src.Close()
-	defer job.dst.Close()
+	if len(plan.Unreadable) > 0 {
+		return request.Refusef("create_fork: datatable %q: the cluster's admin may not read table(s) %s of %s; pg_dump and a fork need SELECT on every table",
+			it.Datatable, strings.Join(plan.Unreadable, ", "), it.ParentDatabase)
+	}
+	c := Copy{Cluster: it.Cluster, Database: it.Database, Workspace: fork, Datatable: it.Datatable, Mode: it.Mode,
+		ParentDatabase: it.ParentDatabase, Request: req.ID}
+	job, err := s.startCopy(ctx, rep, c, it, plan)
+	if err != nil {
+		return err
+	}
+	defer job.close()
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
-	if it.Method == MethodDump {
-		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump of %s into %s", it.ParentDatabase, it.Database))
-		job.progress = func(b, n int64) {
-			request.Report(ctx, rep, step, "progress", fmt.Sprintf("%s streamed, %d objects restored", humanBytes(b), n))
-		}
-		if err := s.load(ctx, *job); err != nil {
-			return fmt.Errorf("copy datatable %q into %q: %w", it.Datatable, it.Database, err)
-		}
+	fid, err := s.loadAndFinish(ctx, rep, step, it, plan, job)
+	if err != nil {
+		return fmt.Errorf("copy datatable %q into %q: %w", it.Datatable, it.Database, err)
 	}
 	crashpoint.HitOnce(CrashAfterLoad)
-	if _, err := s.cfg.Control.Exec(ctx, `UPDATE dataenv.fork_copies SET state = 'ready', ready_at = now()
-		WHERE cluster = $1 AND database = $2 AND created_by_request = $3`, c.Cluster, c.Database, c.Request); err != nil {
+	report, err := json.Marshal(fid)
+	if err != nil {
+		return err
+	}
+	if _, err := s.cfg.Control.Exec(ctx, `UPDATE dataenv.fork_copies SET state = 'ready', ready_at = now(), report = $4
+		WHERE cluster = $1 AND database = $2 AND created_by_request = $3`, c.Cluster, c.Database, c.Request, report); err != nil {
 		return retryable(fmt.Errorf("mark fork copy %q ready: %w", c.Database, err))
 	}
-	it.Status = "created"
+	it.Status, it.Fidelity = "created", fid
 	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s", it.Database, it.Method, s.cfg.Now().Sub(started).Round(time.Millisecond)))
 	return nil
 }
 
+// copyJob is a copy whose database exists: how it was made and what its load needs.
+type copyJob struct {
+	owner    string
+	method   string
+	reason   string          // why a full_copy of an idle parent was not a TEMPLATE copy
+	template *schemaTemplate // MethodSchemaTemplate
+	src, dst *cluster.Libpq  // MethodDump: the parent as the admin, the copy as the owner
+}
+
+func (j *copyJob) close() {
+	j.src.Close()
+	j.dst.Close()
+}
+
+// startCopy creates the copy's database; a schema_only copy does it holding its datatable's
+// template lock, so that the template it copies cannot be rebuilt or dropped meanwhile.
+func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan) (*copyJob, error) {
+	if it.Mode != ModeSchemaOnly {
+		return s.createCopyDatabase(ctx, rep, c, it, plan, nil)
+	}
+	var job *copyJob
+	err := s.withTemplateLock(ctx, it.Source, it.Datatable, func() error {
+		ts, err := templatesOf(ctx, s.cfg.Control, it.Source, it.Datatable)
+		if err != nil {
+			return err
+		}
+		var owner string
+		if err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
+			o, err := templateOwnerOf(ctx, l)
+			owner = o.Role
+			return err
+		}); err != nil {
+			return err
+		}
+		job, err = s.createCopyDatabase(ctx, rep, c, it, plan, currentTemplate(ts, c.Cluster, c.ParentDatabase, plan.Fingerprint, owner))
+		return err
+	})
+	return job, err
+}
+
+// loadAndFinish restores a dump-made copy, finishes it, and says what it kept.
+func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step string, it *planItem, plan *parentPlan, job *copyJob) (*Fidelity, error) {
+	var left []notCarried
+	if job.method == MethodDump {
+		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump of %s into %s", it.ParentDatabase, it.Database))
+		rj := restoreJob{schemaOnly: it.Mode == ModeSchemaOnly, src: job.src, dst: job.dst, dstDB: it.Database,
+			leaveOut: plan.Uncreatable, every: s.cfg.ProgressEvery, progress: func(b, n int64) {
+				request.Report(ctx, rep, step, "progress", fmt.Sprintf("%s streamed, %d objects restored", humanBytes(b), n))
+			}}
+		if it.Mode == ModeFullCopy {
+			rj.excludeData = plan.NoRowsPatterns
+			left = append(left, plan.NoRows...)
+		}
+		out, err := s.restore(ctx, rj)
+		if err != nil {
+			return nil, err
+		}
+		left = append(left, out...)
+	}
+	fj := finishJob{plan: plan, cluster: it.Cluster, database: it.Database, owner: job.owner, mode: it.Mode,
+		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly}
+	switch job.method {
+	case MethodTemplate:
+		for _, o := range plan.OwnerRoles {
+			if o.Name != job.owner {
+				fj.reown = append(fj.reown, o.Name)
+			}
+		}
+		left = append(left, plan.subscriptions()...)
+	case MethodSchemaTemplate:
+		if job.template.Owner != job.owner {
+			fj.reown = []string{job.template.Owner}
+		}
+		left = append(left, job.template.Report...)
+	}
+	more, err := s.finish(ctx, fj)
+	if err != nil {
+		return nil, err
+	}
+	return plan.fidelity(job, it.Mode, append(left, more...)), nil
+}
+
 // createCopyDatabase registers the copy and creates its database under the lifecycle lock, and
-// returns the libpq environments of the parent and the copy for the load.
-func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, c Copy, it *planItem) (*loadJob, error) {
-	job := &loadJob{mode: it.Mode, dstDB: it.Database, every: s.cfg.ProgressEvery}
+// for a dump returns the libpq environments of the parent (admin) and of the copy (owner).
+func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
+	tpl *schemaTemplate) (*copyJob, error) {
+	job := &copyJob{template: tpl}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
 		}
-		method, err := s.createDatabase(ctx, l, c, func(detail string) {
-			request.Report(ctx, rep, fmt.Sprintf("copy datatable %s (%s)", it.Datatable, it.Mode), "copying", detail)
-		})
+		owner, err := forkOwnerOf(ctx, l, c.Workspace)
 		if err != nil {
 			return err
 		}
-		it.Method = method
+		job.owner = owner.Role
+		if err := s.createDatabase(ctx, l, c, plan, job, func(detail string) {
+			request.Report(ctx, rep, fmt.Sprintf("copy datatable %s (%s)", it.Datatable, it.Mode), "copying", detail)
+		}); err != nil {
+			return err
+		}
+		it.Method = job.method
 		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.fork_copies SET method = $3 WHERE cluster = $1 AND database = $2`,
-			c.Cluster, c.Database, method); err != nil {
+			c.Cluster, c.Database, job.method); err != nil {
 			return retryable(err)
 		}
-		job.appRole = l.Cluster().AppRole
+		if job.method != MethodDump {
+			return nil
+		}
 		if job.src, err = l.Libpq(c.ParentDatabase); err != nil {
 			return err
 		}
-		job.dst, err = l.Libpq(c.Database)
+		job.dst, err = owner.libpq(ctx, c.Database)
 		return err
 	})
 	if err != nil {
-		job.src.Close()
-		job.dst.Close()
+		job.close()
 		return nil, err
 	}
 	return job, nil
 }
 
-// createDatabase creates the copy's marked database: by TEMPLATE for a full_copy whose parent has
-// no other sessions (falling back to an empty database when the template copy is refused: a
-// session connected meanwhile, or the admin may not clone that database), else empty.
-func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy, report func(string)) (string, error) {
-	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace}
-	if c.Mode == ModeFullCopy {
+// createDatabase creates the copy's marked database, owned by job.owner and closed to PUBLIC
+// until finish sets the parent's access list: a TEMPLATE copy of the current schema template
+// (schema_only) or of the parent (full_copy whose parent may be copied that way, templateOK),
+// else an empty database with the parent's locale for dump and restore. A template copy refused
+// meanwhile (a session connected, or the admin may not copy that database) falls back to the
+// dump.
+func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy, plan *parentPlan, job *copyJob, report func(string)) error {
+	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace, Owner: job.owner, Private: true}
+	from := ""
+	switch {
+	case c.Mode == ModeSchemaOnly && job.template != nil:
+		from, job.method = job.template.Database, MethodSchemaTemplate
+	case c.Mode == ModeFullCopy:
 		idle, err := noOtherSessions(ctx, l, c.ParentDatabase)
 		if err != nil {
-			return "", err
+			return err
 		}
-		if idle {
-			topts := opts
-			topts.Template = c.ParentDatabase
-			report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase)
-			_, err := l.CreateMarkedDatabase(ctx, c.Database, topts)
-			if err == nil {
-				return MethodTemplate, nil
-			}
-			if !templateRefused(err) {
-				return "", err
-			}
-			s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
+		job.reason = plan.templateOK(idle)
+		if job.reason == "" {
+			from, job.method = c.ParentDatabase, MethodTemplate
 		}
 	}
+	if from != "" {
+		topts := opts
+		topts.Template = from
+		report("CREATE DATABASE " + c.Database + " TEMPLATE " + from)
+		_, err := l.CreateMarkedDatabase(ctx, c.Database, topts)
+		if err == nil {
+			return nil
+		}
+		if !templateRefused(err) {
+			return err
+		}
+		s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
+		job.reason, job.template = "CREATE DATABASE ... TEMPLATE was refused: "+pgMessage(err), nil
+	}
+	opts.Locale = &plan.Locale
 	if _, err := l.CreateMarkedDatabase(ctx, c.Database, opts); err != nil {
-		return "", err
+		return err
 	}
-	return MethodDump, nil
+	job.method = MethodDump
+	return nil
 }
 
 // templateRefused: 55006 (the template has sessions) or 42501 (the admin may not clone it).

@@ -54,6 +54,11 @@ type planItem struct {
 	ParentDatabase string `json:"parent_database"` // what the parent resolved to
 	Method         string `json:"method,omitempty"`
 	Status         string `json:"status,omitempty"`
+	// Source is the workspace whose entry names ParentDatabase (the parent, or the ancestor its
+	// keep_original chain reaches): the entry a schema template belongs to.
+	Source string `json:"source,omitempty"`
+	// Fidelity says what the copy kept of its parent (owner, mapped roles, what was not carried).
+	Fidelity *Fidelity `json:"fidelity,omitempty"`
 }
 
 // ForkResult is the result of a create_fork request.
@@ -142,7 +147,7 @@ func (s *Service) plan(ctx context.Context, req *request.Request, args createArg
 	for _, d := range dts {
 		known[d.Datatable] = true
 		item := planItem{Datatable: d.Datatable, Mode: args.Datatables[d.Datatable], Cluster: d.Cluster,
-			Database: d.Database, ParentDatabase: d.Database}
+			Database: d.Database, ParentDatabase: d.Database, Source: d.ResolvedFrom}
 		if item.Mode == "" {
 			item.Mode = ModeKeepOriginal
 		}
@@ -175,6 +180,9 @@ func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Re
 	}
 	if len(stale) > 0 {
 		request.Report(ctx, rep, "previous incarnation of "+fork, "started", fmt.Sprintf("%d fork copies left by an earlier fork %s: dropping them first", len(stale), fork))
+	}
+	if err := s.dropTemplatesOf(ctx, rep, fork); err != nil {
+		return request.Refusef("create_fork: an earlier fork %q left schema templates that cannot be dropped yet (%v); the fork is not created until they are", fork, err)
 	}
 	if _, failed := s.dropCopies(ctx, rep, stale); len(failed) > 0 {
 		return request.Refusef("create_fork: an earlier fork %q left copies that cannot be dropped yet (%s); the fork is not created until they are",
@@ -230,16 +238,34 @@ func (s *Service) commitFork(ctx context.Context, req *request.Request, args cre
 			VALUES ($1, true, $2, $3, $4, $5)`, args.Fork, args.Parent, args.SharedLakes, req.RequestedBy, req.ID); err != nil {
 			return fmt.Errorf("create workspace %q: %w", args.Fork, err)
 		}
-		for _, it := range plan {
+		for i, it := range plan {
 			if _, err := tx.Exec(ctx, `INSERT INTO dataenv.datatables (workspace, name, cluster, database, source, created_by)
 				VALUES ($1, $2, $3, $4, $5, $6)`, args.Fork, it.Datatable, it.Cluster, it.Database, it.Mode, req.RequestedBy); err != nil {
 				return fmt.Errorf("record datatable %q of fork %q: %w", it.Datatable, args.Fork, err)
+			}
+			if err := enqueueTemplate(ctx, tx, req, &plan[i]); err != nil {
+				return retryable(fmt.Errorf("request the schema template of datatable %q: %w", it.Datatable, err))
 			}
 		}
 		// The fork's lake entries are stamped by the AFTER INSERT trigger on dataenv.workspaces
 		// (sqlapi/043_lake_forks.sql), in this same transaction.
 		return nil
 	})
+}
+
+// enqueueTemplate asks for the schema template of a schema_only copy that was restored from a
+// dump (the parent's schema changed, or it had none), so that the next fork of an unchanged
+// parent is a TEMPLATE copy; the build runs as its own request, after this one.
+func enqueueTemplate(ctx context.Context, tx pgx.Tx, req *request.Request, it *planItem) error {
+	if it.Mode != ModeSchemaOnly || it.Method != MethodDump || it.Fidelity == nil || it.Source == "" {
+		return nil
+	}
+	id, err := enqueueTemplateRefresh(ctx, tx, it.Source, it.Datatable, req.RequestedBy)
+	if err != nil {
+		return err
+	}
+	it.Fidelity.SchemaTemplate = &TemplateUse{Status: "building", Request: id}
+	return nil
 }
 
 func clustersOf(plan []planItem) []string {
@@ -270,7 +296,7 @@ func (s *Service) describe(ctx context.Context, args createArgs) (*ForkResult, e
 		it := planItem{Datatable: d.Datatable, Mode: d.Mode, Cluster: d.Cluster, Database: d.Database, Status: "unchanged"}
 		for _, c := range copies {
 			if c.Cluster == d.Cluster && c.Database == d.Database {
-				it.ParentDatabase, it.Method = c.ParentDatabase, c.Method
+				it.ParentDatabase, it.Method, it.Fidelity = c.ParentDatabase, c.Method, c.Report
 			}
 		}
 		res.Datatables = append(res.Datatables, it)

@@ -75,6 +75,10 @@ func (s *Service) dropFork(ctx context.Context, req *request.Request, rep reques
 				cleanupErrs = append(cleanupErrs, fmt.Sprintf("workspace %s: %v", t, err))
 			}
 		}
+		// Templates of the fork's entries first: a template counts as a use of the copy it copies.
+		if err := s.dropTemplatesOf(ctx, rep, t); err != nil {
+			cleanupErrs = append(cleanupErrs, fmt.Sprintf("workspace %s: %v", t, err))
+		}
 		copies, err := Copies(ctx, s.cfg.Control, t)
 		if err != nil {
 			return res, err

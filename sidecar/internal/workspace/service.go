@@ -95,6 +95,7 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Register(reg *request.Registry) {
 	reg.Register(KindCreateFork, request.HandlerFunc(s.handleCreateFork))
 	reg.Register(KindDropFork, request.HandlerFunc(s.handleDropFork))
+	reg.Register(KindRefreshSchemaTemplate, request.HandlerFunc(s.handleRefreshTemplate))
 }
 
 // Register builds a Service from cfg and registers its handlers in reg: the composition root's
