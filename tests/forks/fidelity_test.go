@@ -47,9 +47,10 @@ type forkFidelity struct {
 	Method    string `json:"method"`
 	Database  string `json:"database"`
 	Fidelity  struct {
-		Owner       string   `json:"owner"`
-		MappedRoles []string `json:"mapped_roles"`
-		NotCarried  []struct {
+		Owner        string   `json:"owner"`
+		MappedRoles  []string `json:"mapped_roles"`
+		MethodReason string   `json:"method_reason"`
+		NotCarried   []struct {
 			Object string `json:"object"`
 			Reason string `json:"reason"`
 		} `json:"not_carried"`
@@ -94,10 +95,11 @@ func TestForkFidelity(t *testing.T) {
 	parent := readCatalog(t, p.db)
 	stranger, strangerPW := external.CreateRole(t, "LOGIN")
 
+	var forks []string
 	check := func(t *testing.T, fork, mode, wantMethod string, exp expectation) forkFidelity {
+		forks = append(forks, fork)
 		r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, jsonb_build_object('app', $3::text))`, ws, fork, mode))
 		res := f.forkResult(r, "app")
-		t.Logf("result: %s", r.result)
 		db := names.ForkDatabase(fork, "app")
 		if res.Method != wantMethod {
 			t.Errorf("%s fork made by %q, want %q", mode, res.Method, wantMethod)
@@ -155,6 +157,32 @@ func TestForkFidelity(t *testing.T) {
 			t.Errorf("result: not carried %+v, want the rows of app.notes (forced row-level security)", res.Fidelity.NotCarried)
 		}
 	})
+	// The schema template counts as a use of the parent and goes with its datatable entry.
+	t.Run("drop", func(t *testing.T) {
+		for _, fork := range forks {
+			f.mustSucceed(f.request(a.conn, `SELECT dataenv.drop_fork($1)`, fork))
+		}
+		tpl := queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1`, ws)
+		if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.managed_database_uses($1, $2) WHERE kind = 'schema template'`, f.name, p.db); n != 1 {
+			t.Fatalf("the parent's uses list %d schema templates, want 1 (%s)", n, tpl)
+		}
+		mustExec(t, a.conn, `SELECT dataenv.remove_datatable($1, 'app')`, ws)
+		f.mustSucceed(f.pendingRequest(t, "refresh_schema_template", ws))
+		if databaseExists(t, tpl) || queryInt(t, f.sql, `SELECT count(*) FROM dataenv.schema_templates WHERE workspace = $1`, ws) != 0 {
+			t.Fatalf("schema template %s is left after its datatable was removed", tpl)
+		}
+	})
+}
+
+// pendingRequest is the id of the newest request of kind whose args name workspace.
+func (f *fixture) pendingRequest(t *testing.T, kind, workspace string) string {
+	t.Helper()
+	id := queryString(t, f.sql, `SELECT id::text FROM dataenv.requests WHERE kind = $1 AND args->>'workspace' = $2
+		ORDER BY created_at DESC LIMIT 1`, kind, workspace)
+	if id == "" {
+		t.Fatalf("no %s request for workspace %s", kind, workspace)
+	}
+	return id
 }
 
 // tryConnect connects to db of the external cluster as user and closes the connection at once.

@@ -572,7 +572,11 @@ func roleSettingStatements(settings []roleSetting, m func(string) string, db str
 			left = append(left, notCarried{Object: fmt.Sprintf("setting %s of role %s", rs.Setting, rs.Role), Reason: err.Error()})
 			continue
 		}
-		stmts = append(stmts, statement{SQL: st, What: fmt.Sprintf("setting %s of role %s (%s in the copy)", rs.Setting, rs.Role, role)})
+		what := fmt.Sprintf("setting %s of role %s", rs.Setting, rs.Role)
+		if role != rs.Role {
+			what += " (" + role + " in the copy)"
+		}
+		stmts = append(stmts, statement{SQL: st, What: what})
 	}
 	return stmts, left
 }
