@@ -265,6 +265,8 @@ func templateRefused(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "55006" || pgErr.Code == "42501")
 }
 
+// noOtherSessions: nobody but autovacuum (which CREATE DATABASE ends itself) is connected to
+// database.
 func noOtherSessions(ctx context.Context, l *cluster.Locked, database string) (bool, error) {
 	conn, err := l.Connect(ctx, "")
 	if err != nil {
@@ -272,7 +274,8 @@ func noOtherSessions(ctx context.Context, l *cluster.Locked, database string) (b
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid()`,
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity
+		WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid() AND backend_type <> 'autovacuum worker'`,
 		database).Scan(&n); err != nil {
 		return false, retryable(fmt.Errorf("count the sessions of %q: %w", database, err))
 	}
