@@ -63,6 +63,7 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	if err != nil {
 		return err
 	}
+	planned := s.cfg.Now()
 	if len(plan.Unreadable) > 0 {
 		return request.Refusef("create_fork: datatable %q: the cluster's admin may not read table(s) %s of %s; pg_dump and a fork need SELECT on every table",
 			it.Datatable, strings.Join(plan.Unreadable, ", "), it.ParentDatabase)
@@ -74,6 +75,7 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		return err
 	}
 	defer job.close()
+	created := s.cfg.Now()
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
 	fid, err := s.loadAndFinish(ctx, rep, step, it, plan, job)
 	if err != nil {
@@ -89,7 +91,10 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		return retryable(fmt.Errorf("mark fork copy %q ready: %w", c.Database, err))
 	}
 	it.Status, it.Fidelity = "created", fid
-	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s", it.Database, it.Method, s.cfg.Now().Sub(started).Round(time.Millisecond)))
+	done := s.cfg.Now()
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s, database created %s, loaded and finished %s)",
+		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), ms(created.Sub(planned)), ms(done.Sub(created))))
 	return nil
 }
 
@@ -119,15 +124,7 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 		if err != nil {
 			return err
 		}
-		var owner string
-		if err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
-			o, err := templateOwnerOf(ctx, l)
-			owner = o.Role
-			return err
-		}); err != nil {
-			return err
-		}
-		job, err = s.createCopyDatabase(ctx, rep, c, it, plan, currentTemplate(ts, c.Cluster, c.ParentDatabase, plan.Fingerprint, owner))
+		job, err = s.createCopyDatabase(ctx, rep, c, it, plan, ts)
 		return err
 	})
 	return job, err
@@ -177,9 +174,10 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 
 // createCopyDatabase registers the copy and creates its database under the lifecycle lock, and
 // for a dump returns the libpq environments of the parent (admin) and of the copy (owner).
+// A schema_only copy passes its datatable's templates (ts): the current one is copied, if any.
 func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
-	tpl *schemaTemplate) (*copyJob, error) {
-	job := &copyJob{template: tpl}
+	ts []schemaTemplate) (*copyJob, error) {
+	job := &copyJob{}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
@@ -189,6 +187,13 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 			return err
 		}
 		job.owner = owner.Role
+		if len(ts) > 0 {
+			tplOwner, err := templateOwnerOf(ctx, l)
+			if err != nil {
+				return err
+			}
+			job.template = currentTemplate(ts, c.Cluster, c.ParentDatabase, plan.Fingerprint, tplOwner.Role)
+		}
 		if err := s.createDatabase(ctx, l, c, plan, job, func(detail string) {
 			request.Report(ctx, rep, fmt.Sprintf("copy datatable %s (%s)", it.Datatable, it.Mode), "copying", detail)
 		}); err != nil {
@@ -228,11 +233,7 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 	case c.Mode == ModeSchemaOnly && job.template != nil:
 		from, job.method = job.template.Database, MethodSchemaTemplate
 	case c.Mode == ModeFullCopy:
-		idle, err := noOtherSessions(ctx, l, c.ParentDatabase)
-		if err != nil {
-			return err
-		}
-		job.reason = plan.templateOK(idle)
+		job.reason = plan.templateOK()
 		if job.reason == "" {
 			from, job.method = c.ParentDatabase, MethodTemplate
 		}
@@ -263,23 +264,6 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 func templateRefused(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "55006" || pgErr.Code == "42501")
-}
-
-// noOtherSessions: nobody but autovacuum (which CREATE DATABASE ends itself) is connected to
-// database.
-func noOtherSessions(ctx context.Context, l *cluster.Locked, database string) (bool, error) {
-	conn, err := l.Connect(ctx, "")
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity
-		WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid() AND backend_type <> 'autovacuum worker'`,
-		database).Scan(&n); err != nil {
-		return false, retryable(fmt.Errorf("count the sessions of %q: %w", database, err))
-	}
-	return n == 0, nil
 }
 
 func humanBytes(b int64) string {

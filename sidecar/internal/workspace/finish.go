@@ -70,20 +70,17 @@ func (s *Service) finish(ctx context.Context, j finishJob) ([]notCarried, error)
 	var left []notCarried
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var err error
-		left, err = j.finishObjects(ctx, tx)
+		if left, err = j.finishObjects(ctx, tx); err != nil || !j.databaseLevel {
+			return err
+		}
+		more, err := j.finishDatabase(ctx, tx)
+		left = append(left, more...)
 		return err
 	})
 	if err != nil {
 		return nil, retryable(fmt.Errorf("finish copy %q: %w", j.database, err))
 	}
-	if !j.databaseLevel {
-		return left, nil
-	}
-	more, err := s.finishDatabase(ctx, j)
-	if err != nil {
-		return nil, err
-	}
-	return append(left, more...), nil
+	return left, nil
 }
 
 func (j finishJob) finishObjects(ctx context.Context, tx pgx.Tx) ([]notCarried, error) {
@@ -499,13 +496,9 @@ func pgMessage(err error) string {
 // connection limit, ALTER DATABASE ... SET, ALTER ROLE ... IN DATABASE ... SET (the parent's
 // owner roles' settings become the owner's) and the access list (owners mapped; a parent that
 // refused CONNECT to PUBLIC gives a copy that refuses it too). Done last: settings apply to every
-// later session, dataenv's own included.
-func (s *Service) finishDatabase(ctx context.Context, j finishJob) ([]notCarried, error) {
-	conn, err := s.cfg.Clusters.Connect(ctx, j.cluster, "")
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+// later session, dataenv's own included; they are set at the end of finish's transaction, on its
+// connection to the copy (a database's own settings and ACL may be changed from inside it).
+func (j finishJob) finishDatabase(ctx context.Context, tx pgx.Tx) ([]notCarried, error) {
 	m := j.plan.mapper(j.owner)
 	db := ident(j.database)
 	var stmts []statement
@@ -524,28 +517,21 @@ func (s *Service) finishDatabase(ctx context.Context, j finishJob) ([]notCarried
 	}
 	roleStmts, conflicts := roleSettingStatements(j.plan.RoleSett, m, db)
 	stmts, left = append(stmts, roleStmts...), append(left, conflicts...)
-	var out []notCarried
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		current, err := readDatabaseACL(ctx, tx, j.database)
-		if err != nil {
-			return err
-		}
-		acl, err := grantStatements("DATABASE "+db, "", j.owner, "the database",
-			diffItems(mapItems(current, func(s string) string { return s }), mapItems(j.plan.DatabaseACL, m)))
-		if err != nil {
-			return err
-		}
-		a := actions{stmts: append(stmts, acl...)}
-		if err := checkActors(ctx, tx, &a); err != nil {
-			return err
-		}
-		out = append(a.left, apply(ctx, tx, a.stmts)...)
-		return nil
-	})
+	current, err := readDatabaseACL(ctx, tx, j.database)
 	if err != nil {
-		return nil, retryable(fmt.Errorf("finish database %q: %w", j.database, err))
+		return nil, err
 	}
-	return append(left, out...), nil
+	acl, err := grantStatements("DATABASE "+db, "", j.owner, "the database",
+		diffItems(mapItems(current, func(s string) string { return s }), mapItems(j.plan.DatabaseACL, m)))
+	if err != nil {
+		return nil, err
+	}
+	a := actions{stmts: append(stmts, acl...)}
+	if err := checkActors(ctx, tx, &a); err != nil {
+		return nil, err
+	}
+	left = append(left, a.left...)
+	return append(left, apply(ctx, tx, a.stmts)...), nil
 }
 
 // roleSettingStatements are the ALTER ROLE ... IN DATABASE ... SET statements of the parent's

@@ -27,6 +27,9 @@ type parentPlan struct {
 	// object that is not part of another (an extension's members, array types, ...), every role
 	// with default privileges here.
 	OwnerRoles []ownerRole
+	// OtherSessions counts the sessions connected to the parent besides the plan's own (and
+	// autovacuum, which CREATE DATABASE ends itself): a TEMPLATE copy needs none.
+	OtherSessions int
 	// EventTriggers counts the enabled event triggers: DDL the admin runs in a TEMPLATE copy
 	// would fire them, so a parent that has any is copied by dump and restore.
 	EventTriggers int
@@ -155,6 +158,9 @@ SELECT o.classid, o.objid FROM (
 
 	eventTriggersSQL = `SELECT count(*) FROM pg_catalog.pg_event_trigger WHERE evtenabled <> 'D'`
 
+	otherSessionsSQL = `SELECT count(*) FROM pg_catalog.pg_stat_activity
+		WHERE datname = pg_catalog.current_database() AND pid <> pg_catalog.pg_backend_pid() AND backend_type <> 'autovacuum worker'`
+
 	// sequencesSQL: the position of every sequence the admin may read (NULL: never called).
 	sequencesSQL = `
 SELECT n.nspname, c.relname, pg_catalog.pg_sequence_last_value(c.oid)
@@ -274,6 +280,9 @@ func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string) error {
 		p.readDatabaseACL, p.readSettings, p.readOwnerRoles, p.readObjectACLs, p.readDefaultACLs, p.readUncreatable,
 		func(ctx context.Context, tx pgx.Tx) error {
 			return tx.QueryRow(ctx, eventTriggersSQL).Scan(&p.EventTriggers)
+		},
+		func(ctx context.Context, tx pgx.Tx) error {
+			return tx.QueryRow(ctx, otherSessionsSQL).Scan(&p.OtherSessions)
 		},
 		p.readPopulated,
 	}
@@ -475,11 +484,12 @@ func (p *parentPlan) mapper(owner string) func(string) string {
 }
 
 // templateOK says why a full_copy of this parent cannot be a TEMPLATE copy ("" when it can): a
-// session is connected (idle false), an event trigger would fire on the DDL that maps the owners,
+// session is connected (besides the plan's own, which has closed since: CREATE DATABASE waits
+// a few seconds for a backend that is exiting), an event trigger would fire on the DDL that maps the owners,
 // or the admin may not act as one of the owner roles whose objects must change owner (a dump
 // and restore run as the fork's owner needs no such right).
-func (p *parentPlan) templateOK(idle bool) string {
-	if !idle {
+func (p *parentPlan) templateOK() string {
+	if p.OtherSessions > 0 {
 		return "other sessions are connected to the parent"
 	}
 	if p.EventTriggers > 0 {

@@ -130,7 +130,7 @@ func (s *Service) handleRefreshTemplate(ctx context.Context, req *request.Reques
 		res, err = s.refreshTemplate(ctx, req, rep, args)
 		return err
 	})
-	s.count(metrics.OpCreateFork, err == nil && res != nil && res.Status != "unchanged", err)
+	s.count(metrics.OpSchemaTemplate, err == nil && res != nil && res.Status != "unchanged", err)
 	if err != nil {
 		s.log.Info("refresh_schema_template did not succeed", "workspace", args.Workspace, "datatable", args.Datatable, "error", err)
 		return nil, err
