@@ -64,7 +64,7 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		return err
 	}
 	planned := s.cfg.Now()
-	if len(plan.Unreadable) > 0 {
+	if len(plan.Unreadable) > 0 && (it.Mode == ModeSchemaOnly || plan.templateOK() != "") { // a dump is needed
 		return request.Refusef("create_fork: datatable %q: the cluster's admin may not read table(s) %s of %s; pg_dump and a fork need SELECT on every table",
 			it.Datatable, strings.Join(plan.Unreadable, ", "), it.ParentDatabase)
 	}

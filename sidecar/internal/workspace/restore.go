@@ -58,7 +58,8 @@ func (s *Service) restore(ctx context.Context, j restoreJob) ([]notCarried, erro
 	args := []string{"--format=custom", "--compress=0", "--no-owner", "--no-acl", "--no-subscriptions",
 		"--no-security-labels", "--no-password"}
 	if j.schemaOnly {
-		args = append(args, "--schema-only")
+		// Large objects are data: a schema-only dump of PostgreSQL 17+ would carry their metadata.
+		args = append(args, "--schema-only", "--no-blobs")
 	}
 	for _, p := range j.excludeData {
 		args = append(args, "--exclude-table-data="+p)
