@@ -52,6 +52,18 @@ $$;
 COMMENT ON FUNCTION dataenv.managed_database_uses__schema_templates(text, text) IS
     'Uses of a database by schema templates: the template of a datatable entry (workspace/datatable) uses its parent database, and the template database itself.';
 
+-- A workspace id is not free while a template of one of its entries is registered.
+CREATE OR REPLACE FUNCTION dataenv.workspace_leftovers__schema_templates(workspace text)
+RETURNS TABLE (kind text, detail text, created_by_request uuid)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT 'schema template', format('%s of datatable %s on cluster %s (%s)', t.database, t.datatable, t.cluster, t.state), t.created_by_request
+      FROM dataenv.schema_templates t WHERE t.workspace = workspace_leftovers__schema_templates.workspace
+$$;
+COMMENT ON FUNCTION dataenv.workspace_leftovers__schema_templates(text) IS
+    'Leftovers of a workspace id among schema templates: the registered templates of its datatable entries.';
+
 -- ---------------------------------------------------------------------------------------------
 -- Request: refresh_schema_template
 -- ---------------------------------------------------------------------------------------------
@@ -81,10 +93,14 @@ END
 $$;
 COMMENT ON FUNCTION dataenv.validate_refresh_schema_template(jsonb) IS 'Validates the args of a refresh_schema_template request.';
 
-INSERT INTO dataenv.request_kinds (kind, validator, description) VALUES
-    ('refresh_schema_template', 'dataenv.validate_refresh_schema_template(jsonb)'::regprocedure,
+-- Policy any: the cleanup of a removed entry's templates is made by whoever removed it (the
+-- workspace may be gone, and with it every membership). The validator and the sidecar refuse a
+-- build for anyone but a member of the workspace; a cleanup only drops what nothing may use.
+INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, description) VALUES
+    ('refresh_schema_template', 'dataenv.validate_refresh_schema_template(jsonb)'::regprocedure, 'any', NULL,
      'Brings the schema template of a datatable entry up to date with its database''s schema (built when missing or stale); drops the templates of an entry that no longer exists.')
-ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, description = EXCLUDED.description;
+ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
+                                 workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;
 
 CREATE OR REPLACE FUNCTION dataenv.refresh_schema_template(workspace text, datatable text) RETURNS uuid
 LANGUAGE sql VOLATILE
@@ -128,6 +144,7 @@ REVOKE ALL ON dataenv.schema_templates FROM PUBLIC;
 GRANT SELECT ON dataenv.schema_templates, dataenv.schema_template_list TO dataenv_user, dataenv_admin;
 REVOKE EXECUTE ON FUNCTION
     dataenv.schema_template_leftovers(text, text), dataenv.managed_database_uses__schema_templates(text, text),
+    dataenv.workspace_leftovers__schema_templates(text),
     dataenv.refresh_schema_template(text, text), dataenv.datatables_after_delete()
   FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dataenv.schema_template_leftovers(text, text), dataenv.refresh_schema_template(text, text)

@@ -145,6 +145,13 @@ func (f *fixture) newUser() user {
 	return user{name: name, conn: control.ConnectAs(f.t, name, pw, f.controlDB)}
 }
 
+// grantDatabase lets u bind database db of cluster to its workspaces (binding is an
+// administrator's act or needs such a grant).
+func (f *fixture) grantDatabase(u user, cluster, db string) {
+	f.t.Helper()
+	f.exec(`SELECT dataenv.grant_database($1, $2, $3)`, cluster, db, u.name)
+}
+
 // parentDB creates a marked database on the external cluster through create_database and fills
 // it as the application role: tables with a primary key, unique, check and foreign key
 // constraints, an index, a view and rows.

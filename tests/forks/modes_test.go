@@ -37,6 +37,7 @@ func TestForkModes(t *testing.T) {
 	ws, fork := wsID("ws"), wsID("fork")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
 	for dt, db := range map[string]string{"shop": p1, "full": p2, "shared": p1} {
+		f.grantDatabase(a, f.name, db)
 		mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, $2, $3, $4)`, ws, dt, f.name, db)
 	}
 	r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"shop": "schema_only", "full": "full_copy"}')`, ws, fork))

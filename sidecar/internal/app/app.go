@@ -9,6 +9,7 @@ import (
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/daemon"
 	"github.com/dataenv/dataenv/sidecar/internal/job"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
@@ -33,7 +34,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, HTTPAddr: cfg.HTTPAddr,
+	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, HTTPAddr: cfg.HTTPAddr, HTTPListener: cfg.HTTPListener,
 		Concurrency: cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
 		Registry: kinds, Metrics: m, Gatherer: reg})
 }
@@ -74,7 +75,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 		return nil, err
 	}
 	lakeRegistry := lake.NewRegistry(pool, admin, 0)
-	resolver := &lake.Resolver{Control: pool, Clusters: admin, Registry: lakeRegistry, Logger: log}
+	resolver := &lake.Resolver{Control: pool, Clusters: boundClusters{admin}, Registry: lakeRegistry, Logger: log}
 	lakeHooks := lake.NewHooks(pool, admin, lakeRegistry, log)
 	lakeHooks.Metrics = m
 	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m,
@@ -87,7 +88,9 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	if err != nil {
 		return nil, err
 	}
-	reg := request.NewRegistry()
+	// Every handler runs behind the kind's authorization policy (dataenv.authorize_request),
+	// checked for the request's requested_by before each attempt.
+	reg := request.NewRegistry(control.Authorizer{Q: pool})
 	reg.Register("ping", pingHandler{})
 	admin.Register(reg)
 	jobs.Register(reg)

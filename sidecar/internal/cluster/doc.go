@@ -124,7 +124,8 @@
 // Cluster requests are an administrator's: the SQL functions are granted to dataenv_admin only,
 // the kinds' validators refuse a plain INSERT INTO dataenv.requests by anyone else
 // (dataenv.is_dataenv_admin: superusers, members of dataenv_admin or of the schema owner), and
-// every handler checks the request's requested_by with the same function before acting.
+// the registry checks every request's requested_by against the kinds' policy (admin) with
+// dataenv.authorize_request before each attempt.
 //
 // # Errors
 //

@@ -180,6 +180,10 @@ func (s *Service) refreshTemplate(ctx context.Context, req *request.Request, rep
 // ensureTemplate returns the entry's current template, building one when there is none.
 func (s *Service) ensureTemplate(ctx context.Context, req *request.Request, rep request.Reporter, entry control.Resolution,
 	ts []schemaTemplate, res *TemplateResult) (*schemaTemplate, error) {
+	// The build reads the entry's database as the cluster's admin: never one no binding may reach.
+	if err := s.cfg.Clusters.CheckBindable(ctx, entry.Cluster, entry.Database); err != nil {
+		return nil, fmt.Errorf("refresh_schema_template: %w", err)
+	}
 	plan, err := s.readParentPlan(ctx, entry.Cluster, entry.Database, ModeSchemaOnly)
 	if err != nil {
 		return nil, err
