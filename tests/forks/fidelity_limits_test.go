@@ -35,6 +35,7 @@ func TestForkCarriesWhatItCanAndSaysWhy(t *testing.T) {
 	_ = conn.Close(f.ctx) // nobody is connected: what keeps full_copy off TEMPLATE is the event trigger
 	ws := wsID("lim")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'shop', $2, $3)`, ws, f.name, p)
 	parent := readCatalog(t, p)
 	wantLeft := []string{"event trigger audit_ddl", "publication everything", "extension postgres_fdw",
@@ -109,6 +110,7 @@ func TestRestoreNeverRunsParentCodeAsTheAdmin(t *testing.T) {
 		TRUNCATE public.a_spylog;`)
 	ws := wsID("spy")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'shop', $2, $3)`, ws, f.name, p)
 	fork := wsID("spy")
 	f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"shop": "full_copy"}')`, ws, fork)) // p is in use: dump
@@ -133,6 +135,7 @@ func TestForkFailureLeadsWithTheError(t *testing.T) {
 		ALTER TABLE public.orders ADD CONSTRAINT only_in_parent CHECK (public.in_parent());`)
 	ws := wsID("err")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'shop', $2, $3)`, ws, f.name, p)
 	fork := wsID("err")
 	r := f.mustFail(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"shop": "full_copy"}')`, ws, fork), "only_in_parent")

@@ -91,6 +91,7 @@ func TestForkFidelity(t *testing.T) {
 	p := f.fidelityParent("fid")
 	ws := wsID("fid")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p.db)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'app', $2, $3)`, ws, f.name, p.db)
 	parent := readCatalog(t, p.db)
 	stranger, strangerPW := external.CreateRole(t, "LOGIN")

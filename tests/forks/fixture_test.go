@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -51,8 +52,33 @@ func newFixture(t *testing.T, sidecarEnv ...string) *fixture {
 		f.name, external.Host(), external.Port(), adminUser, adminPW)
 	f.exec(`SELECT dataenv.update_cluster($1, app_role => $2, replication_role => $3)`, f.name, f.appRole, replRole)
 	f.sidecar = f.startSidecar(sidecarEnv...)
+	t.Cleanup(func() { settleTemplates(t, f.controlDSN) }) // runs before the sidecar stops
 	f.mustSucceed(f.request(f.sql, `SELECT dataenv.setup_cluster($1)`, f.name))
 	return f
+}
+
+// settleTemplates waits (a minute at most) for the schema template builds that schema_only forks
+// asked for: a build the sidecar's stop interrupts could leave a database the cleanup misses.
+func settleTemplates(t *testing.T, dsn string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		var id string
+		err := conn.QueryRow(ctx, `SELECT id::text FROM dataenv.requests WHERE kind = 'refresh_schema_template'
+			AND status IN ('pending', 'running') LIMIT 1`).Scan(&id)
+		if err != nil {
+			return // none left (or the database is gone)
+		}
+		if _, err := conn.Exec(ctx, `SELECT status FROM dataenv.wait($1::uuid, '60 s')`, id); err != nil {
+			t.Logf("schema template request %s did not finish: %v", id, err)
+			return
+		}
+	}
 }
 
 // dropSlot removes the control database's slot so the database can be dropped.

@@ -19,6 +19,7 @@ func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 	p := f.parentDB("tp", 5)
 	ws := wsID("tpl")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'shop', $2, $3)`, ws, f.name, p)
 	fork := func(wantMethod string) forkFidelity {
 		t.Helper()
