@@ -13,6 +13,7 @@ import (
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
+	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
 	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
@@ -254,6 +255,7 @@ func (s *Service) buildTemplate(ctx context.Context, rep request.Reporter, t *sc
 	if err != nil {
 		return err
 	}
+	crashpoint.HitOnce(CrashTemplateCreated)
 	request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump --schema-only of %s into %s", t.ParentDatabase, t.Database))
 	left, err := s.restore(ctx, restoreJob{schemaOnly: true, src: src, dst: dst, dstDB: t.Database, leaveOut: plan.Uncreatable,
 		every: s.cfg.ProgressEvery, progress: func(b, n int64) {
@@ -267,6 +269,7 @@ func (s *Service) buildTemplate(ctx context.Context, rep request.Reporter, t *sc
 		return err
 	}
 	t.Report = append(left, more...)
+	crashpoint.HitOnce(CrashTemplateLoaded)
 	if err := s.closeTemplate(ctx, t); err != nil {
 		return err
 	}
