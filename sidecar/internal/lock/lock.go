@@ -74,6 +74,25 @@ func Acquire(ctx context.Context, pool *pgxpool.Pool, class, resource string, wa
 	return &Held{conn: conn, class: class, resource: resource, waited: time.Since(start)}, nil
 }
 
+// TryAcquire takes the session lock (class, resource) if it is free; nil (and no error) when
+// another session holds it.
+func TryAcquire(ctx context.Context, pool *pgxpool.Pool, class, resource string) (*Held, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s lock of %q: get a control connection: %w", class, resource, err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, tryLockSQL, class, resource).Scan(&ok); err != nil {
+		discard(conn)
+		return nil, fmt.Errorf("%s lock of %q: %w", class, resource, err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, nil
+	}
+	return &Held{conn: conn, class: class, resource: resource}, nil
+}
+
 // Lifecycle takes the lifecycle lock of cluster; see Acquire.
 func Lifecycle(ctx context.Context, pool *pgxpool.Pool, cluster string, waiting func()) (*Held, error) {
 	return Acquire(ctx, pool, ClassLifecycle, cluster, waiting)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -118,16 +119,32 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 	if it.Mode != ModeSchemaOnly {
 		return s.createCopyDatabase(ctx, rep, c, it, plan, nil)
 	}
-	var job *copyJob
-	err := s.withTemplateLock(ctx, it.Source, it.Datatable, func() error {
-		ts, err := templatesOf(ctx, s.cfg.Control, it.Source, it.Datatable)
-		if err != nil {
-			return err
+	// A build of the template in progress holds the lock for as long as a restore takes: the copy
+	// does not wait for it and is restored from a dump instead. Another copy holds it briefly.
+	resource := it.Source + "/" + it.Datatable
+	held, err := lock.TryAcquire(ctx, s.cfg.Control, lock.ClassSchemaTemplate, resource)
+	if err != nil {
+		return nil, retryable(err)
+	}
+	if held == nil {
+		var building bool
+		if err := s.cfg.Control.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.schema_templates
+			WHERE workspace = $1 AND datatable = $2 AND state = 'building')`, it.Source, it.Datatable).Scan(&building); err != nil {
+			return nil, retryable(err)
 		}
-		job, err = s.createCopyDatabase(ctx, rep, c, it, plan, ts)
-		return err
-	})
-	return job, err
+		if building {
+			return s.createCopyDatabase(ctx, rep, c, it, plan, nil)
+		}
+		if held, err = lock.Acquire(ctx, s.cfg.Control, lock.ClassSchemaTemplate, resource, nil); err != nil {
+			return nil, retryable(err)
+		}
+	}
+	defer func() { _ = held.Release(ctx) }()
+	ts, err := templatesOf(ctx, s.cfg.Control, it.Source, it.Datatable)
+	if err != nil {
+		return nil, err
+	}
+	return s.createCopyDatabase(ctx, rep, c, it, plan, ts)
 }
 
 // loadAndFinish restores a dump-made copy, finishes it, and says what it kept.
