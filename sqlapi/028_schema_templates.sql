@@ -1,4 +1,4 @@
--- Schema templates (table: migrations/021_schema_templates.up.sql; sidecar:
+-- Schema templates (table: migrations/023_schema_templates.up.sql; sidecar:
 -- sidecar/internal/workspace/template.go). A schema_only fork of a datatable whose parent's schema
 -- has not changed since its template was built is a TEMPLATE copy of the template. The template
 -- belongs to the datatable entry (workspace, datatable) whose database it copies: it counts as a

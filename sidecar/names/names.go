@@ -15,6 +15,7 @@
 //	ForkDataSegment(ws)         <ws:40>_<hash8>                                 (one path component)
 //	AncestorAlias(lake, anc)    __dataenv_dl_<lake:16>_<anc:24>_<hash8>         (at most 63 bytes)
 //	SchemaTemplate(ws, dt, b)   dataenv_tpl_<ws:24>_<dt:16>_<hash8>             (at most 62 bytes)
+//	WorkspaceRole(inst, c, ws)  dataenv_ws_<ws:40>_<hash8>                      (at most 60 bytes)
 //
 // Mangling lowercases ASCII letters, turns every other character that is not [a-z0-9] into '_'
 // and truncates to the width shown. Mangling alone is lossy ("a-b" and "a_b" mangle alike, long
@@ -48,6 +49,8 @@ const (
 	ForkDataDir = "__dataenv_forks"
 	// TemplatePrefix starts every schema template's database name; the template cleanup checks it.
 	TemplatePrefix = "dataenv_tpl_"
+	// WorkspaceRolePrefix starts the name of every per-workspace managed role.
+	WorkspaceRolePrefix = "dataenv_ws_"
 )
 
 // Marker starts the ownership comment of every database, role and schema dataenv creates.
@@ -61,6 +64,7 @@ const (
 	workspaceWidth = 24 // workspace part of database and schema names
 	objectWidth    = 16 // datatable or lake part
 	segmentWidth   = 40 // workspace part of a data path segment
+	roleWidth      = 40 // workspace part of a workspace role name
 )
 
 // Hash kind tags: the same inputs hash differently for different kinds of names.
@@ -70,6 +74,7 @@ const (
 	tagSegment  = "data segment"
 	tagAlias    = "ancestor alias"
 	tagTemplate = "schema template"
+	tagRole     = "workspace role"
 )
 
 // ForkDatabase is the name of the database holding workspace's copy of datatable:
@@ -134,6 +139,16 @@ func AncestorAlias(lake, ancestor string) string {
 func SchemaTemplate(workspace, datatable, build string) string {
 	return TemplatePrefix + mangle(workspace, workspaceWidth) + "_" + mangle(datatable, objectWidth) + "_" +
 		hash8(tagTemplate, workspace, datatable, build)
+}
+
+// WorkspaceRole is the name of workspace's managed role on a cluster:
+// dataenv_ws_<mangled workspace>_<hash8>, at most 60 bytes. Roles are cluster-wide while
+// workspaces belong to one installation, and one installation may register a physical cluster
+// under two names, so the hash covers the installation id (dataenv.installation.id) and the
+// cluster's name as well as the workspace id: two installations administering one cluster never
+// compute the same name for their workspaces.
+func WorkspaceRole(installation, cluster, workspace string) string {
+	return WorkspaceRolePrefix + mangle(workspace, roleWidth) + "_" + hash8(tagRole, installation, cluster, workspace)
 }
 
 // mangle lowercases ASCII letters, replaces every other byte outside [a-z0-9] by '_' (so a

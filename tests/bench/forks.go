@@ -23,6 +23,8 @@ import (
 //	full_copy, nobody connected     TEMPLATE copy of the parent  vs CREATE DATABASE ... TEMPLATE <parent>
 //	full_copy, a session connected  dump and restore             vs pg_dump -Fc | pg_restore --single-transaction
 //
+// Then full_copy by reflink clone on PostgreSQL 18 (forkclone.go).
+//
 // The parent is made as a user makes one: create_database on the "instance" cluster, objects
 // created by the application role. The fork requests run on the real sidecar and are timed from
 // started_at to finished_at of their rows.
@@ -63,20 +65,27 @@ func (forkSuite) Run(ctx context.Context, env *Env) (string, error) {
 			sizes = append(sizes, n)
 		}
 	}
-	rows, err := ForkBench(ctx, env, sizes, reps)
+	fb, err := newForkBench(ctx, env)
 	if err != nil {
 		return "", err
 	}
-	return renderForks(env, rows, reps, time.Since(start)), nil
+	defer fb.close()
+	rows, err := ForkBench(ctx, env, fb, sizes, reps)
+	if err != nil {
+		return "", err
+	}
+	clones, skipped, err := CloneBench(ctx, env, fb, reps)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(renderForks(env, rows, reps, time.Since(start)))
+	renderClone(&b, clones, skipped, reps)
+	return b.String(), nil
 }
 
 // ForkBench measures fork creation for parents of each size (reps runs each, median kept).
-func ForkBench(ctx context.Context, env *Env, sizes []int, reps int) ([]ForkRow, error) {
-	fb, err := newForkBench(ctx, env)
-	if err != nil {
-		return nil, err
-	}
-	defer fb.close()
+func ForkBench(ctx context.Context, env *Env, fb *forkBench, sizes []int, reps int) ([]ForkRow, error) {
 	var out []ForkRow
 	for i, n := range sizes {
 		r := reps

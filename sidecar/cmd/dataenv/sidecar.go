@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/dataenv/dataenv/runner/client"
@@ -29,8 +30,8 @@ func runSidecar(ctx context.Context, args []string, _ io.Writer) error {
 
 // sidecarOptions are the flags every command that runs a sidecar shares (sidecar, dev).
 type sidecarOptions struct {
-	httpAddr, grace, logLevel, isolation, runnerPath *string
-	concurrency                                      *int
+	httpAddr, grace, logLevel, isolation, runnerPath, pgToolsDirs *string
+	concurrency                                                   *int
 }
 
 func sidecarFlags(fs flagSet) sidecarOptions {
@@ -41,6 +42,8 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 		logLevel:    fs.String("log-level", "info", "debug, info, warn or error"),
 		isolation:   fs.String("job-isolation", "", "isolation of DuckDB jobs: jailed, unshare or plain (default: jailed when bubblewrap is installed)"),
 		runnerPath:  fs.String("runner-path", "", "the dataenv-runner binary (default: next to dataenv)"),
+		pgToolsDirs: fs.String("pg-tools-dirs", "", "directories (':'-separated) searched first for pg_dump, pg_restore and psql; "+
+			"each cluster's copies use tools at least as new as its server (then /usr/lib/postgresql/*/bin and PATH are searched)"),
 	}
 }
 
@@ -50,5 +53,6 @@ func (o sidecarOptions) config() (app.Config, error) {
 		return app.Config{}, err
 	}
 	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: g,
-		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath}, nil
+		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
+		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs)}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/job"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/sidecar/internal/workspace"
 )
@@ -75,7 +76,8 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 		return nil, err
 	}
 	lakeRegistry := lake.NewRegistry(pool, admin, 0)
-	resolver := &lake.Resolver{Control: pool, Clusters: boundClusters{admin}, Registry: lakeRegistry, Logger: log}
+	resolver := &lake.Resolver{Control: pool, Clusters: boundClusters{admin}, Registry: lakeRegistry, Access: lake.NewAccess(pool, admin),
+		Logger: log}
 	lakeHooks := lake.NewHooks(pool, admin, lakeRegistry, log)
 	lakeHooks.Metrics = m
 	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m,
@@ -84,7 +86,8 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 		return nil, err
 	}
 	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
-		Cleaners: []workspace.ForkCleaner{lakeHooks}, BlocksCreate: lake.BlocksCreate})
+		Cleaners: []workspace.ForkCleaner{lakeHooks, admin}, BlocksCreate: lake.BlocksCreate,
+		Tools: pgtool.NewFinder(cfg.PGToolsDirs)})
 	if err != nil {
 		return nil, err
 	}

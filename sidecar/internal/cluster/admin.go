@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +46,12 @@ type Config struct {
 type Admin struct {
 	cfg Config
 	log *slog.Logger
+
+	// Workspace roles (workspacerole.go): the installation id, read once, and the roles
+	// recently converged.
+	instMu    sync.Mutex
+	inst      string
+	roleCache roleCache
 }
 
 // New returns an Admin.

@@ -30,6 +30,9 @@ type CreateOptions struct {
 	Request uuid.UUID
 	// Template, if set, is copied (CREATE DATABASE ... TEMPLATE); nobody may be connected to it.
 	Template string
+	// Clone copies Template with STRATEGY FILE_COPY under file_copy_method = clone (PostgreSQL
+	// 18+): a reflink copy where the data directory's file system clones (see CanClone).
+	Clone bool
 	// ForWorkspace records the workspace a fork copy belongs to.
 	ForWorkspace string
 	// Owner owns the new database (default: the managed application role). The admin must be a
@@ -216,6 +219,12 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 			sql += " TEMPLATE " + ident(opts.Template)
 		} else if opts.Locale != nil {
 			sql += " TEMPLATE template0" + opts.Locale.clause()
+		}
+		if opts.Template != "" && opts.Clone {
+			if _, err := conn.Exec(ctx, "SET file_copy_method = clone"); err != nil {
+				return fmt.Errorf("cluster %q: set file_copy_method = clone: %w", l.cluster.Name, err)
+			}
+			sql += " STRATEGY FILE_COPY"
 		}
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			err = fmt.Errorf("create database %q on cluster %q: %w", name, l.cluster.Name, err)

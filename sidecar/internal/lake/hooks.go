@@ -210,6 +210,11 @@ func (h *Hooks) cleanupRow(ctx context.Context, row registryRow, rep request.Rep
 		}
 		nc.SchemaDropped = true
 		request.Reportf(ctx, rep, "lake "+row.Lake+" metadata schema", "dropped", "%s in %s", row.Schema, nc.Catalog)
+		// The schema took its grants with it.
+		if _, err := h.pool.Exec(ctx, `DELETE FROM dataenv.lake_namespace_access
+			WHERE catalog_cluster = $1 AND catalog_database = $2 AND metadata_schema = $3`, row.Cluster, row.Database, row.Schema); err != nil {
+			return fail(err)
+		}
 	}
 	crashpoint.HitOnce("lake.cleanup.after_schema_drop")
 	n, err := h.deleteData(ctx, row)

@@ -13,11 +13,13 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
 	"github.com/dataenv/dataenv/sidecar/internal/lock"
+	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
 // Copy methods.
 const (
+	MethodClone          = "clone"           // CREATE DATABASE ... TEMPLATE parent STRATEGY FILE_COPY, file_copy_method = clone
 	MethodTemplate       = "template"        // CREATE DATABASE ... TEMPLATE parent
 	MethodDump           = "dump"            // pg_dump | pg_restore into an empty database
 	MethodSchemaTemplate = "schema_template" // CREATE DATABASE ... TEMPLATE <the datatable's schema template>
@@ -32,15 +34,16 @@ const (
 //  2. The parent's plan is read (what the copy must keep, parent.go).
 //  3. Under the cluster's lifecycle lock: register the copy (state creating) BEFORE the
 //     database exists, so the ledger always covers it; then create the marked, private database
-//     owned by the fork's owner: a TEMPLATE copy of the parent (full_copy, nobody connected,
-//     owners the admin may act as, no event trigger), of the datatable's current schema template
-//     (schema_only), or empty (dump and restore).
+//     owned by the fork's owner: a copy of the parent (full_copy, nobody connected, owners the
+//     admin may act as, no event trigger: a reflink clone where the cluster can, else TEMPLATE),
+//     a TEMPLATE copy of the datatable's current schema template (schema_only), or empty (dump
+//     and restore, once tools at least as new as the server are found).
 //  4. Without the lock (a long copy must not block the cluster): dump and restore in one
 //     transaction as the owner, reporting progress.
 //  5. Finish: owners mapped, privileges, default privileges, sequences, settings and the
 //     database's access list as the parent's (finish.go). Then the row is marked ready, with
 //     the report.
-func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep request.Reporter, fork string, it *planItem) error {
+func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep request.Reporter, fork string, incarnation time.Time, it *planItem) error {
 	row, err := readCopy(ctx, s.cfg.Control, it.Cluster, it.Database)
 	if err != nil {
 		return err
@@ -70,7 +73,7 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 			it.Datatable, strings.Join(plan.Unreadable, ", "), it.ParentDatabase)
 	}
 	c := Copy{Cluster: it.Cluster, Database: it.Database, Workspace: fork, Datatable: it.Datatable, Mode: it.Mode,
-		ParentDatabase: it.ParentDatabase, Request: req.ID}
+		ParentDatabase: it.ParentDatabase, Request: req.ID, incarnation: incarnation}
 	job, err := s.startCopy(ctx, rep, c, it, plan)
 	if err != nil {
 		return err
@@ -105,7 +108,10 @@ type copyJob struct {
 	method   string
 	reason   string          // why a full_copy of an idle parent was not a TEMPLATE copy
 	template *schemaTemplate // MethodSchemaTemplate
-	src, dst *cluster.Libpq  // MethodDump: the parent as the admin, the copy as the owner
+	// cloneUnavailable says why a full_copy by TEMPLATE was not a reflink clone.
+	cloneUnavailable string
+	tools            pgtool.Set     // MethodDump: at least as new as the cluster's server
+	src, dst         *cluster.Libpq // MethodDump: the parent as the admin, the copy as the owner
 }
 
 func (j *copyJob) close() {
@@ -151,8 +157,9 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step string, it *planItem, plan *parentPlan, job *copyJob) (*Fidelity, error) {
 	var left []notCarried
 	if job.method == MethodDump {
-		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump of %s into %s", it.ParentDatabase, it.Database))
-		rj := restoreJob{schemaOnly: it.Mode == ModeSchemaOnly, src: job.src, dst: job.dst, dstDB: it.Database,
+		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s", job.tools.Version, job.tools.Dir,
+			it.ParentDatabase, it.Database))
+		rj := restoreJob{schemaOnly: it.Mode == ModeSchemaOnly, tools: job.tools, src: job.src, dst: job.dst, dstDB: it.Database,
 			leaveOut: plan.Uncreatable, every: s.cfg.ProgressEvery, progress: func(b, n int64) {
 				request.Report(ctx, rep, step, "progress", fmt.Sprintf("%s streamed, %d objects restored", humanBytes(b), n))
 			}}
@@ -169,7 +176,7 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 	fj := finishJob{plan: plan, cluster: it.Cluster, database: it.Database, owner: job.owner, mode: it.Mode,
 		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly}
 	switch job.method {
-	case MethodTemplate:
+	case MethodTemplate, MethodClone:
 		for _, o := range plan.OwnerRoles {
 			if o.Name != job.owner {
 				fj.reown = append(fj.reown, o.Name)
@@ -199,7 +206,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
 		}
-		owner, err := forkOwnerOf(ctx, l, c.Workspace)
+		owner, err := forkOwnerOf(ctx, l, c.Workspace, c.incarnation, c.Database)
 		if err != nil {
 			return err
 		}
@@ -216,7 +223,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		}); err != nil {
 			return err
 		}
-		it.Method = job.method
+		it.Method, it.CloneUnavailable = job.method, job.cloneUnavailable
 		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.fork_copies SET method = $3 WHERE cluster = $1 AND database = $2`,
 			c.Cluster, c.Database, job.method); err != nil {
 			return retryable(err)
@@ -239,42 +246,89 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 
 // createDatabase creates the copy's marked database, owned by job.owner and closed to PUBLIC
 // until finish sets the parent's access list: a TEMPLATE copy of the current schema template
-// (schema_only) or of the parent (full_copy whose parent may be copied that way, templateOK),
-// else an empty database with the parent's locale for dump and restore. A template copy refused
-// meanwhile (a session connected, or the admin may not copy that database) falls back to the
-// dump.
+// (schema_only) or a copy of the parent (full_copy whose parent may be copied that way,
+// templateOK: createFromParent), else an empty database with the parent's locale for dump and
+// restore, once tools at least as new as the cluster's server are found (refused otherwise,
+// before anything is created). A template copy refused meanwhile (a session connected, or the
+// admin may not copy that database) falls back to the dump.
 func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy, plan *parentPlan, job *copyJob, report func(string)) error {
 	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace, Owner: job.owner, Private: true}
-	from := ""
+	var err error
 	switch {
 	case c.Mode == ModeSchemaOnly && job.template != nil:
-		from, job.method = job.template.Database, MethodSchemaTemplate
-	case c.Mode == ModeFullCopy:
-		job.reason = plan.templateOK()
-		if job.reason == "" {
-			from, job.method = c.ParentDatabase, MethodTemplate
-		}
-	}
-	if from != "" {
 		topts := opts
-		topts.Template = from
-		report("CREATE DATABASE " + c.Database + " TEMPLATE " + from)
-		_, err := l.CreateMarkedDatabase(ctx, c.Database, topts)
-		if err == nil {
+		topts.Template = job.template.Database
+		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database)
+		if _, err = l.CreateMarkedDatabase(ctx, c.Database, topts); err == nil {
+			job.method = MethodSchemaTemplate
 			return nil
 		}
+	case c.Mode == ModeFullCopy:
+		if job.reason = plan.templateOK(); job.reason == "" {
+			if err = s.createFromParent(ctx, l, c, opts, job, report); err == nil {
+				return nil
+			}
+		}
+	}
+	if err != nil {
 		if !templateRefused(err) {
 			return err
 		}
 		s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
-		job.reason, job.template = "CREATE DATABASE ... TEMPLATE was refused: "+pgMessage(err), nil
+		job.reason, job.template, job.cloneUnavailable = "CREATE DATABASE ... TEMPLATE was refused: "+pgMessage(err), nil, ""
+	}
+	tools, err := s.toolsFor(ctx, plan)
+	if err != nil {
+		return request.Refusef("copy %s of cluster %q: %v", c.ParentDatabase, c.Cluster, err)
 	}
 	opts.Locale = &plan.Locale
 	if _, err := l.CreateMarkedDatabase(ctx, c.Database, opts); err != nil {
 		return err
 	}
-	job.method = MethodDump
+	job.method, job.tools = MethodDump, tools
 	return nil
+}
+
+// createFromParent copies an idle parent into the copy's database: by reflink clone where the
+// cluster can (cluster.Locked.CanClone: PostgreSQL 18+, a data directory on a file system that
+// clones), else by TEMPLATE; job.cloneUnavailable says why it did not clone. A clone that fails
+// other than by being refused is made again by TEMPLATE. A refusal (templateRefused) is returned.
+func (s *Service) createFromParent(ctx context.Context, l *cluster.Locked, c Copy, opts cluster.CreateOptions, job *copyJob,
+	report func(string)) error {
+	opts.Template = c.ParentDatabase
+	conn, err := l.Connect(ctx, "")
+	if err != nil {
+		return err
+	}
+	ok, why, err := l.CanClone(ctx, conn)
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	if ok {
+		copts := opts
+		copts.Clone = true
+		report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase + " STRATEGY FILE_COPY (file_copy_method = clone)")
+		_, err := l.CreateMarkedDatabase(ctx, c.Database, copts)
+		if err == nil || templateRefused(err) {
+			job.method = MethodClone
+			return err
+		}
+		why = "the clone failed (" + err.Error() + ")"
+		s.log.Info("clone failed; copying by TEMPLATE", "database", c.Database, "error", err)
+	}
+	job.cloneUnavailable = why
+	report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase)
+	if _, err := l.CreateMarkedDatabase(ctx, c.Database, opts); err != nil {
+		return err
+	}
+	job.method = MethodTemplate
+	return nil
+}
+
+// toolsFor finds pg_dump and pg_restore at least as new as the plan's server.
+func (s *Service) toolsFor(ctx context.Context, plan *parentPlan) (pgtool.Set, error) {
+	return s.cfg.Tools.For(ctx, fmt.Sprintf("%d.%d", plan.serverNum/10000, plan.serverNum%10000))
 }
 
 // templateRefused: 55006 (the template has sessions) or 42501 (the admin may not clone it).

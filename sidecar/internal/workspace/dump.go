@@ -2,32 +2,12 @@ package workspace
 
 import (
 	"bytes"
-	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// Tools locates the libpq tools a dump-and-restore copy runs. Empty fields are looked up in
-// PATH. They must be at least as new as the servers they dump.
-type Tools struct {
-	PgDump    string
-	Psql      string
-	PgRestore string
-}
-
-func (t Tools) path(explicit, name string) (string, error) {
-	if explicit != "" {
-		return explicit, nil
-	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("%s is needed to copy a database and was not found in PATH: install the PostgreSQL client tools", name)
-	}
-	return p, nil
-}
 
 // reportEvery calls fn every interval until the returned stop is called.
 func reportEvery(every time.Duration, fn func()) (stop func()) {

@@ -2,8 +2,12 @@ package workspace
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
 // copyOwner is the role that owns a copy (the database and everything in it) and how a restore
@@ -17,22 +21,59 @@ type copyOwner struct {
 }
 
 // forkOwnerOf is the one place that says which role owns workspace's copies on a cluster
-// (../shared/DESIGN.md, "Ownership in fork copies": the workspace's own managed role on that
-// cluster). Every copy method maps the parent's owner roles to what this returns; nothing else
-// in the package names the role.
-//
-// Today it is dataenv's application role of the cluster (cluster.Cluster.AppRole). When the
-// workspace roles of issue 11 exist in sidecar/internal/cluster, this returns the workspace's
-// role and its credentials instead.
-func forkOwnerOf(_ context.Context, l *cluster.Locked, _ string) (copyOwner, error) {
+// (../shared/DESIGN.md, "Ownership in fork copies"): the workspace's own managed role on that
+// cluster (cluster.Locked.EnsureWorkspaceRoleAt: the fork's workspace row is committed only
+// after its copies are made, with created_at = incarnation). Every copy method maps the
+// parent's owner roles to what this returns; nothing else in the package names the role. The
+// copy's database is recorded for the role (NoteWorkspaceDatabase) before it is created.
+func forkOwnerOf(ctx context.Context, l *cluster.Locked, workspace string, incarnation time.Time, database string) (copyOwner, error) {
+	role, err := l.EnsureWorkspaceRoleAt(ctx, workspace, incarnation)
+	if err != nil {
+		return copyOwner{}, err
+	}
+	if err := l.NoteWorkspaceDatabase(ctx, workspace, database); err != nil {
+		return copyOwner{}, err
+	}
+	return copyOwner{Role: role.Name, libpq: func(ctx context.Context, database string) (*cluster.Libpq, error) {
+		return l.WorkspaceLibpqAt(ctx, workspace, incarnation, database)
+	}}, nil
+}
+
+// templateOwnerOf is the role that owns a schema template's objects: the cluster's application
+// role, which no workspace acts as (workspace roles are not its members). A template is copied
+// into every fork of its datatable, and each copy is then re-owned by that fork's owner.
+func templateOwnerOf(_ context.Context, l *cluster.Locked) (copyOwner, error) {
 	return copyOwner{Role: l.Cluster().AppRole, libpq: l.AppLibpq}, nil
 }
 
-// templateOwnerOf is the role that owns a schema template's objects. A template is copied into
-// every fork of its datatable, so once workspaces have roles of their own it must be a role no
-// workspace may act as (each fork's copy is then re-owned by the fork's owner). Today it is the
-// application role, which is also every fork's owner, so a fork made from a template needs no
-// re-owning.
-func templateOwnerOf(_ context.Context, l *cluster.Locked) (copyOwner, error) {
-	return copyOwner{Role: l.Cluster().AppRole, libpq: l.AppLibpq}, nil
+// dropForkRoles drops the workspace roles a create_fork that failed made for its incarnation on
+// the clusters they were made on (its copies are dropped first): a fork that was never committed
+// keeps no role. A role recorded for another incarnation is left to the cleanups of that one.
+func (s *Service) dropForkRoles(ctx context.Context, rep request.Reporter, fork string, incarnation time.Time) error {
+	rows, err := s.cfg.Control.Query(ctx, `SELECT cluster FROM dataenv.workspace_roles WHERE workspace = $1 AND incarnation = $2 ORDER BY 1`,
+		fork, incarnation)
+	if err != nil {
+		return retryable(fmt.Errorf("list the roles of fork %q: %w", fork, err))
+	}
+	var clusters []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return retryable(err)
+		}
+		clusters = append(clusters, c)
+	}
+	if err := rows.Err(); err != nil {
+		return retryable(err)
+	}
+	var errs []error
+	for _, c := range clusters {
+		if err := s.cfg.Clusters.WithLifecycleLock(ctx, c, rep, func(ctx context.Context, l *cluster.Locked) error {
+			return l.DropWorkspaceRole(ctx, fork)
+		}); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", c, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -51,6 +51,9 @@ type parentPlan struct {
 	Unreadable []string
 	// Fingerprint changes whenever the parent's schema does (schema templates).
 	Fingerprint string
+	// WorkspaceRolesLeft are other workspaces' roles whose grants a copy does not carry
+	// (withoutWorkspaceRoles).
+	WorkspaceRolesLeft []notCarried
 
 	adminSuper, adminBypass bool
 	serverNum               int
@@ -295,6 +298,7 @@ func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string) error {
 			return err
 		}
 	}
+	p.withoutWorkspaceRoles()
 	return nil
 }
 
@@ -521,7 +525,7 @@ func (p *parentPlan) subscriptions() []notCarried {
 
 // fidelity is a copy's report.
 func (p *parentPlan) fidelity(job *copyJob, mode string, left []notCarried) *Fidelity {
-	f := &Fidelity{Owner: job.owner, MethodReason: job.reason, NotCarried: nonNil(left), MappedRoles: []string{}}
+	f := &Fidelity{Owner: job.owner, MethodReason: job.reason, NotCarried: nonNil(append(left, p.WorkspaceRolesLeft...)), MappedRoles: []string{}}
 	for _, o := range p.OwnerRoles {
 		if o.Name != job.owner {
 			f.MappedRoles = append(f.MappedRoles, o.Name)

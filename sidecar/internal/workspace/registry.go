@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/google/uuid"
@@ -24,6 +25,9 @@ type Copy struct {
 	State          string    `json:"state"`
 	Request        uuid.UUID `json:"request"`
 	Report         *Fidelity `json:"report,omitempty"`
+	// incarnation is the created_at the fork's workspace row is committed with (the create_fork
+	// request's): the incarnation its workspace role is made for while the copies are made.
+	incarnation time.Time
 }
 
 // Copy states.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 )
 
 // restoreJob is one dump and restore: the parent (src, as the cluster's admin) into an empty
@@ -26,6 +27,7 @@ import (
 // rows load, and such code could RESET ROLE to whoever connected).
 type restoreJob struct {
 	schemaOnly bool
+	tools      pgtool.Set // at least as new as the cluster's server
 	src, dst   *cluster.Libpq
 	dstDB      string
 	// excludeData are pg_dump patterns of tables whose rows are left out.
@@ -47,14 +49,7 @@ type restoreJob struct {
 // the privileges are set afterwards from the parent's catalogs with the owners mapped (finish).
 // The restore is one transaction: the copy is complete or empty. It returns what it left out.
 func (s *Service) restore(ctx context.Context, j restoreJob) ([]notCarried, error) {
-	dumpPath, err := s.cfg.Tools.path(s.cfg.Tools.PgDump, "pg_dump")
-	if err != nil {
-		return nil, err
-	}
-	restorePath, err := s.cfg.Tools.path(s.cfg.Tools.PgRestore, "pg_restore")
-	if err != nil {
-		return nil, err
-	}
+	dumpPath, restorePath := j.tools.Path(pgtool.PgDump), j.tools.Path(pgtool.PgRestore)
 	args := []string{"--format=custom", "--compress=0", "--no-owner", "--no-acl", "--no-subscriptions",
 		"--no-security-labels", "--no-password"}
 	if j.schemaOnly {

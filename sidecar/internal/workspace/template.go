@@ -230,6 +230,10 @@ func (s *Service) buildTemplate(ctx context.Context, rep request.Reporter, t *sc
 			}
 		}
 	}
+	tools, err := s.toolsFor(ctx, plan)
+	if err != nil {
+		return request.Refusef("build the schema template of %s/%s: %v", t.Workspace, t.Datatable, err)
+	}
 	var src, dst *cluster.Libpq
 	defer func() { src.Close(); dst.Close() }()
 	err = s.cfg.Clusters.WithLifecycleLock(ctx, t.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
@@ -256,8 +260,9 @@ func (s *Service) buildTemplate(ctx context.Context, rep request.Reporter, t *sc
 		return err
 	}
 	crashpoint.HitOnce(CrashTemplateCreated)
-	request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump --schema-only of %s into %s", t.ParentDatabase, t.Database))
-	left, err := s.restore(ctx, restoreJob{schemaOnly: true, src: src, dst: dst, dstDB: t.Database, leaveOut: plan.Uncreatable,
+	request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) --schema-only of %s into %s", tools.Version, tools.Dir,
+		t.ParentDatabase, t.Database))
+	left, err := s.restore(ctx, restoreJob{schemaOnly: true, tools: tools, src: src, dst: dst, dstDB: t.Database, leaveOut: plan.Uncreatable,
 		every: s.cfg.ProgressEvery, progress: func(b, n int64) {
 			request.Report(ctx, rep, step, "progress", fmt.Sprintf("%s streamed, %d objects restored", humanBytes(b), n))
 		}})

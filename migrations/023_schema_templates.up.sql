@@ -29,6 +29,6 @@ CREATE INDEX schema_templates_parent_idx ON dataenv.schema_templates (cluster, p
 -- A schema_only copy may now be a TEMPLATE copy of a schema template.
 ALTER TABLE dataenv.fork_copies DROP CONSTRAINT fork_copies_method_check;
 ALTER TABLE dataenv.fork_copies ADD CONSTRAINT fork_copies_method_check
-    CHECK (method IN ('template', 'dump', 'schema_template'));
+    CHECK (method IN ('template', 'clone', 'dump', 'schema_template'));
 -- What the copy's request reported about fidelity (owner, mapped roles, what was not carried).
 ALTER TABLE dataenv.fork_copies ADD COLUMN report jsonb;
