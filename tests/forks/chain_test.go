@@ -117,7 +117,7 @@ func TestFullCopyOfBusyParent(t *testing.T) {
 	if !strings.Contains(string(r.steps), `"progress"`) || !strings.Contains(string(r.steps), "objects restored") {
 		t.Fatalf("no progress step in %s", r.steps)
 	}
-	if owner := queryString(t, external.Connect(t, copyDB), `SELECT tableowner FROM pg_tables WHERE tablename = 'orders'`); owner != f.appRole {
-		t.Fatalf("restored table owned by %q, want %q", owner, f.appRole)
+	if owner, want := queryString(t, external.Connect(t, copyDB), `SELECT tableowner FROM pg_tables WHERE tablename = 'orders'`), f.forkRole(fork); owner != want {
+		t.Fatalf("restored table owned by %q, want the fork's role %q", owner, want)
 	}
 }

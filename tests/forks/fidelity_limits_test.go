@@ -72,7 +72,7 @@ func TestForkCarriesWhatItCanAndSaysWhy(t *testing.T) {
 				t.Errorf("not carried %v, want exactly %v", got, wantLeft)
 			}
 			for _, d := range compareFork(parent, readCatalog(t, names.ForkDatabase(fork, "shop")),
-				expectation{owner: f.appRole, withData: mode == "full_copy"}) {
+				expectation{owner: f.forkRole(fork), withData: mode == "full_copy"}) {
 				if !containsAny(d, notCarried) {
 					t.Error(d)
 				}
@@ -119,8 +119,8 @@ func TestRestoreNeverRunsParentCodeAsTheAdmin(t *testing.T) {
 	f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"shop": "full_copy"}')`, ws, fork)) // p is in use: dump
 	fc := external.Connect(t, names.ForkDatabase(fork, "shop"))
 	roles := queryString(t, fc, `SELECT string_agg(DISTINCT session_role || '/' || acting_role, ',') FROM public.a_spylog`)
-	if roles != f.appRole+"/"+f.appRole {
-		t.Fatalf("the restore ran the parent's CHECK function as %q, want only %s", roles, f.appRole)
+	if owner := f.forkRole(fork); roles != owner+"/"+owner {
+		t.Fatalf("the restore ran the parent's CHECK function as %q, want only the fork's role %s", roles, owner)
 	}
 }
 

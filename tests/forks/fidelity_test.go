@@ -105,21 +105,22 @@ func TestForkFidelity(t *testing.T) {
 		if res.Method != wantMethod {
 			t.Errorf("%s fork made by %q, want %q", mode, res.Method, wantMethod)
 		}
-		if res.Fidelity.Owner != f.appRole {
-			t.Errorf("result: owner %q, want %q", res.Fidelity.Owner, f.appRole)
+		owner := f.forkRole(fork)
+		if res.Fidelity.Owner != owner {
+			t.Errorf("result: owner %q, want the fork's workspace role %q", res.Fidelity.Owner, owner)
 		}
-		for _, role := range []string{p.owner2, p.other} {
+		for _, role := range []string{f.appRole, p.owner2, p.other} {
 			if !slices.Contains(res.Fidelity.MappedRoles, role) {
 				t.Errorf("result: mapped roles %v do not list %s", res.Fidelity.MappedRoles, role)
 			}
 		}
-		exp.owner = f.appRole
+		exp.owner = owner
 		for _, d := range compareFork(parent, readCatalog(t, db), exp) {
 			t.Error(d)
 		}
 		// The owner migrates what owner2 owned in the parent; the refused stranger cannot connect.
 		conn := external.Connect(t, db)
-		mustExec(t, conn, `SET ROLE `+ident(f.appRole)+`; ALTER TABLE app.audit ADD COLUMN note text; ALTER TABLE app.events_2026 SET (fillfactor = 90)`)
+		mustExec(t, conn, `SET ROLE `+ident(owner)+`; ALTER TABLE app.audit ADD COLUMN note text; ALTER TABLE app.events_2026 SET (fillfactor = 90)`)
 		_ = conn.Close(f.ctx)
 		if err := tryConnect(stranger, strangerPW, db); err == nil || !strings.Contains(err.Error(), "permission denied for database") {
 			t.Errorf("a role the parent refused connects to the fork: %v", err)

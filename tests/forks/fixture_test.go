@@ -108,6 +108,17 @@ func (f *fixture) startSidecar(env ...string) *sidecartest.Process {
 	return sidecartest.Start(f.t, sidecartest.Options{DSN: f.controlDSN, Env: env})
 }
 
+// forkRole is the workspace role that owns fork's copies on the fixture's cluster (recorded in
+// dataenv.workspace_roles while the fork exists).
+func (f *fixture) forkRole(fork string) string {
+	f.t.Helper()
+	role := queryString(f.t, f.sql, `SELECT role FROM dataenv.workspace_roles WHERE cluster = $1 AND workspace = $2`, f.name, fork)
+	if role == "" {
+		f.t.Fatalf("fork %s has no workspace role on cluster %s", fork, f.name)
+	}
+	return role
+}
+
 // row is a finished request.
 type row struct {
 	id     string
