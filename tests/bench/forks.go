@@ -510,8 +510,10 @@ without dataenv's bookkeeping around it, which a fork of either version adds; th
 whole measured 0.86-0.89 of the plain pg_dump | psql (previous run of this suite, same machine),
 the last column's reference. A full_copy of a parent
 nobody is connected to is CREATE DATABASE ... TEMPLATE; with a session on the parent it is a dump
-and restore. The last column times a TEMPLATE copy whose objects all belong to another role
-(a datatable role): the fork re-owns every object (ALTER ... OWNER), which is what every TEMPLATE
-copy will do once each workspace has its own role. The machine runs other work: single cells vary
-by 20-30%.
+and restore. Every copy is owned by the fork's own workspace role (made for the
+fork before its copies), so every TEMPLATE copy, of the parent or of the schema template,
+re-owns each object the parent's owners own (one ALTER ... OWNER per table, view, function,
+type, ..., sent in one batch), and a dump is restored connected as that role. The last column
+times the same for a parent whose objects belong to a datatable role instead of the application
+role. The machine runs other work: single cells vary by 20-30%.
 `
