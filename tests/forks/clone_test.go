@@ -98,6 +98,7 @@ func TestFullCopyClonesOnPostgreSQL18(t *testing.T) {
 		t.Fatalf("the parent has %d orders after writes in the clone, want 200", n)
 	}
 	_ = p.Close(f.ctx) // the parent must be idle again for the next full_copy
+	waitIdle(t, super, parent)
 
 	mustExec(t, super, `REVOKE pg_read_all_settings FROM `+ident(f.adminUser))
 	fork2 := wsID("fork")

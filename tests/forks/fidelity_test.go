@@ -116,7 +116,9 @@ func TestForkFidelity(t *testing.T) {
 		}
 		exp.owner = owner
 		for _, d := range compareFork(parent, readCatalog(t, db), exp) {
-			t.Error(d)
+			if !reportedExtensionOwner(d, res) {
+				t.Error(d)
+			}
 		}
 		// The owner migrates what owner2 owned in the parent; the refused stranger cannot connect.
 		conn := external.Connect(t, db)
@@ -194,4 +196,19 @@ func tryConnect(user, password, db string) error {
 		return err
 	}
 	return conn.Close(context.Background())
+}
+
+// reportedExtensionOwner: d is an extension keeping its owner in a TEMPLATE copy (PostgreSQL
+// changes an extension's owner only by REASSIGN OWNED, which dataenv never runs) that the
+// result reports as not carried.
+func reportedExtensionOwner(d string, res forkFidelity) bool {
+	if !strings.HasPrefix(d, "owner: extension ") {
+		return false
+	}
+	for _, n := range res.Fidelity.NotCarried {
+		if strings.HasPrefix(n.Object, "extension ") && strings.Contains(d, n.Object+" is owned by") {
+			return true
+		}
+	}
+	return false
 }

@@ -119,6 +119,22 @@ func (f *fixture) forkRole(fork string) string {
 	return role
 }
 
+// waitIdle waits (a minute at most) until no session is connected to db, as conn (on another
+// database of the same cluster) sees it: a closed connection's backend may take a moment to exit
+// on a loaded machine, and a full_copy is a TEMPLATE copy only of an idle parent.
+func waitIdle(t *testing.T, conn *pgx.Conn, db string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; {
+		if queryInt(t, conn, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, db) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sessions are still connected to %s after a minute", db)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // row is a finished request.
 type row struct {
 	id     string

@@ -123,7 +123,9 @@ func (j finishJob) finishObjects(ctx context.Context, tx pgx.Tx) ([]notCarried, 
 
 // reownSQL lists the objects of the copy owned by roles $1 (other than $2) that belong to no
 // other object; schemas first (the new owner needs CREATE on an object's schema), sequences
-// owned by a table column left to their table.
+// owned by a table column left to their table. A partitioned table's dependency on itself does
+// not make it part of another object; a multirange type is re-owned on its own (it depends on
+// its range type, but ALTER TYPE of the range does not change it on PostgreSQL 15).
 const reownSQL = `
 SELECT i.type, i.identity, r.rolname
   FROM pg_catalog.pg_shdepend s
@@ -131,7 +133,10 @@ SELECT i.type, i.identity, r.rolname
  CROSS JOIN LATERAL pg_catalog.pg_identify_object(s.classid, s.objid, 0) i
  WHERE s.dbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
    AND s.deptype = 'o' AND r.rolname = ANY($1) AND r.rolname <> $2
-   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.classid = s.classid AND d.objid = s.objid AND d.deptype IN ('e', 'i'))
+   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.classid = s.classid AND d.objid = s.objid AND d.deptype IN ('e', 'i')
+                      AND NOT (d.refclassid = d.classid AND d.refobjid = d.objid)
+                      AND NOT (s.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND EXISTS (
+                               SELECT FROM pg_catalog.pg_type t WHERE t.oid = s.objid AND t.typtype = 'm')))
    AND NOT (s.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND EXISTS (
             SELECT FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.objid
              WHERE d.classid = s.classid AND d.objid = s.objid AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
