@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/tests/testenv"
 )
 
 // The fidelity checker: what a fork must reproduce of its parent, read from the catalogs of
@@ -267,12 +270,31 @@ func firstLineOf(s string) string {
 	return s
 }
 
+// pgDumpFor is the pg_dump of the version the tests run the external cluster on
+// ($DATAENV_TEST_PG_VERSION: the tools of its root), else the one on PATH: pg_dump refuses a
+// newer server.
+func pgDumpFor(t *testing.T) string {
+	t.Helper()
+	v, err := testenv.RequestedPGVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v == 0 {
+		return "pg_dump"
+	}
+	srv, err := testenv.FindPGServer(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(srv.ToolDir, "pg_dump")
+}
+
 // schemaDump is pg_dump --schema-only --no-owner --no-acl of db (owners and privileges are
 // compared from the catalogs, with the ownership mapping), without comment lines, psql's
 // \restrict lines and blank lines.
 func schemaDump(t *testing.T, db string) []string {
 	t.Helper()
-	cmd := exec.Command("pg_dump", "--schema-only", "--no-owner", "--no-acl", "--no-password")
+	cmd := exec.Command(pgDumpFor(t), "--schema-only", "--no-owner", "--no-acl", "--no-password")
 	cmd.Env = append(os.Environ(), "PGHOST="+external.Host(), "PGPORT="+strconv.Itoa(external.Port()),
 		"PGUSER="+external.SuperUser, "PGPASSWORD="+external.SuperPassword, "PGDATABASE="+db, "PGSSLMODE=disable")
 	out, err := cmd.Output()
