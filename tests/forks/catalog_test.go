@@ -119,7 +119,7 @@ SELECT pg_get_userbyid(d.defaclrole), coalesce(n.nspname, '-'), d.defaclobjtype:
 const databaseSQL = `
 SELECT pg_get_userbyid(d.datdba),
        format('encoding %s, collate %s, ctype %s, provider %s, icu %s, connection limit %s',
-              pg_encoding_to_char(d.encoding), d.datcollate, d.datctype, d.datlocprovider, coalesce(d.daticulocale, '-'), d.datconnlimit)
+              pg_encoding_to_char(d.encoding), d.datcollate, d.datctype, d.datlocprovider, coalesce(to_jsonb(d) ->> 'datlocale', to_jsonb(d) ->> 'daticulocale', '-'), d.datconnlimit)
   FROM pg_database d WHERE d.datname = current_database()`
 
 const databaseACLSQL = `
