@@ -14,6 +14,7 @@
 //	ForkLakeSchema(ws, lake)    dataenv_fork_<ws:24>_<lake:16>_<hash8>          (at most 63 bytes)
 //	ForkDataSegment(ws)         <ws:40>_<hash8>                                 (one path component)
 //	AncestorAlias(lake, anc)    __dataenv_dl_<lake:16>_<anc:24>_<hash8>         (at most 63 bytes)
+//	SchemaTemplate(ws, dt, b)   dataenv_tpl_<ws:24>_<dt:16>_<hash8>             (at most 62 bytes)
 //	WorkspaceRole(inst, c, ws)  dataenv_ws_<ws:40>_<hash8>                      (at most 60 bytes)
 //
 // Mangling lowercases ASCII letters, turns every other character that is not [a-z0-9] into '_'
@@ -46,6 +47,8 @@ const (
 	ForkPrefix  = "dataenv_fork_"
 	AliasPrefix = "__dataenv_dl_"
 	ForkDataDir = "__dataenv_forks"
+	// TemplatePrefix starts every schema template's database name; the template cleanup checks it.
+	TemplatePrefix = "dataenv_tpl_"
 	// WorkspaceRolePrefix starts the name of every per-workspace managed role.
 	WorkspaceRolePrefix = "dataenv_ws_"
 )
@@ -70,6 +73,7 @@ const (
 	tagSchema   = "lake schema"
 	tagSegment  = "data segment"
 	tagAlias    = "ancestor alias"
+	tagTemplate = "schema template"
 	tagRole     = "workspace role"
 )
 
@@ -127,6 +131,14 @@ func ForkLakeDataPrefix(workspace, dataPath string) string {
 func AncestorAlias(lake, ancestor string) string {
 	return AliasPrefix + compact(lake, objectWidth) + "_" + compact(ancestor, workspaceWidth) + "_" +
 		hash8(tagAlias, lake, ancestor)
+}
+
+// SchemaTemplate is the database holding the schema template of datatable of workspace made by
+// build (the request that builds it: a rebuild gets a new name, so the old template can be
+// dropped after the new one is ready): dataenv_tpl_<mangled workspace>_<mangled datatable>_<hash8>.
+func SchemaTemplate(workspace, datatable, build string) string {
+	return TemplatePrefix + mangle(workspace, workspaceWidth) + "_" + mangle(datatable, objectWidth) + "_" +
+		hash8(tagTemplate, workspace, datatable, build)
 }
 
 // WorkspaceRole is the name of workspace's managed role on a cluster:

@@ -44,6 +44,25 @@ func TestGoldenAncestorAlias(t *testing.T) {
 	})
 }
 
+func TestGoldenSchemaTemplate(t *testing.T) {
+	cases := [][4]string{
+		{"analytics", "orders", "5b6c1d2e-0000-4000-8000-000000000001", "dataenv_tpl_analytics_orders_e885a44b"},
+		{"a-very-long-workspace-identifier-for-feature-x", "a_long_datatable_name_here", "5b6c1d2e-0000-4000-8000-000000000002", "dataenv_tpl_a_very_long_workspace_id_a_long_datatable_9b576d3e"},
+	}
+	for _, c := range cases {
+		got := SchemaTemplate(c[0], c[1], c[2])
+		if got != c[3] {
+			t.Errorf("SchemaTemplate(%q, %q, %q) = %q, golden %q", c[0], c[1], c[2], got, c[3])
+		}
+		if len(got) > MaxIdentifier || !identRE.MatchString(got) || !strings.HasPrefix(got, TemplatePrefix) {
+			t.Errorf("SchemaTemplate(%q, %q, %q) = %q: too long, unprefixed or bad characters", c[0], c[1], c[2], got)
+		}
+	}
+	if SchemaTemplate("ws", "t", "b1") == SchemaTemplate("ws", "t", "b2") || SchemaTemplate("a_b", "c", "x") == SchemaTemplate("a", "b_c", "x") {
+		t.Error("schema template names collide")
+	}
+}
+
 func TestGoldenForkData(t *testing.T) {
 	cases := []struct{ ws, segment, path string }{
 		{"analytics", "analytics_11b3057f", "s3://bucket/__dataenv_forks/analytics_11b3057f/lakes/main"},

@@ -224,7 +224,7 @@ func (cb *cloneBench) fork(ctx context.Context, ws, fork string) (time.Duration,
 	if err := cb.super(ctx, "postgres", `CHECKPOINT`); err != nil {
 		return 0, "", err
 	}
-	return cb.fb.fork(ctx, ws, fork, "full_copy")
+	return cb.fb.fork(ctx, ws, fork, "full_copy", "")
 }
 
 // raw times CREATE DATABASE name <clause> as the superuser (file_copy_method = clone when

@@ -15,11 +15,19 @@ import (
 )
 
 // The forks suite: how long create_fork takes to make a datatable's copy, for a parent with 10,
-// 100 and 1000 tables, schema_only and full_copy, side by side in the same run with the plain
-// operations they are built on: CREATE DATABASE ... TEMPLATE and pg_dump --schema-only | psql;
-// then full_copy by reflink clone on PostgreSQL 18 (forkclone.go).
-// The fork handlers run in-process against the bench cluster's "instance" cluster (the request
-// pipeline's own cost is the pipeline suite's subject).
+// 100 and 1000 tables, in every mode and method, side by side in the same run with the plain
+// operation each is built on:
+//
+//	schema_only, parent unchanged   copy of the schema template  vs CREATE DATABASE ... TEMPLATE <that template>
+//	schema_only, after a change     dump and restore             vs today's method: pg_dump --schema-only | psql -1
+//	full_copy, nobody connected     TEMPLATE copy of the parent  vs CREATE DATABASE ... TEMPLATE <parent>
+//	full_copy, a session connected  dump and restore             vs pg_dump -Fc | pg_restore --single-transaction
+//
+// Then full_copy by reflink clone on PostgreSQL 18 (forkclone.go).
+//
+// The parent is made as a user makes one: create_database on the "instance" cluster, objects
+// created by the application role. The fork requests run on the real sidecar and are timed from
+// started_at to finished_at of their rows.
 
 func init() { Register(forkSuite{}) }
 
@@ -29,10 +37,16 @@ func (forkSuite) Name() string { return "forks" }
 
 // ForkRow is one parent size: the median time of each operation.
 type ForkRow struct {
-	Tables, Runs                 int
-	SchemaOnly, FullCopy         time.Duration
-	Template, DumpPsql           time.Duration
-	SchemaOnlyMethod, FullMethod string
+	Tables, Runs int
+	// schema_only from the schema template, and the plain TEMPLATE copy of the template
+	SchemaTemplate, TemplateOfTemplate time.Duration
+	// schema_only after a schema change, today's method, and a plain pg_dump | psql
+	SchemaChanged, DumpToday, DumpPlain time.Duration
+	// full_copy by TEMPLATE and plain TEMPLATE; by dump (parent in use) and plain dump | restore
+	FullTemplate, PlainTemplate, FullDump, PlainDumpRestore time.Duration
+	// full_copy by TEMPLATE of the same schema owned by another role (every object re-owned)
+	Reowned time.Duration
+	Methods []string
 }
 
 func (forkSuite) Run(ctx context.Context, env *Env) (string, error) {
@@ -90,18 +104,21 @@ func ForkBench(ctx context.Context, env *Env, fb *forkBench, sizes []int, reps i
 
 type forkBench struct {
 	*benchSidecar
-	env *Env
-	dsn func(db string) string
-	// libpqEnv reaches the cluster as the superuser for the plain pg_dump | psql
+	env     *Env
+	dsn     func(db string) string
+	appRole string
+	// libpqEnv reaches the cluster as the superuser for the plain operations
 	libpqEnv []string
 }
+
+const forkControl = "bench_forks_control"
 
 func newForkBench(ctx context.Context, env *Env) (*forkBench, error) {
 	pg, err := env.Postgres(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sc, err := installedControl(ctx, env, "bench_forks_control")
+	sc, err := installedControl(ctx, env, forkControl)
 	if err != nil {
 		return nil, err
 	}
@@ -111,57 +128,147 @@ func newForkBench(ctx context.Context, env *Env) (*forkBench, error) {
 	if _, err := fb.handle(ctx, "setup_cluster", map[string]any{"cluster": "instance"}); err != nil {
 		return nil, fmt.Errorf("setup of the instance cluster: %w", err)
 	}
+	if err := fb.pool.QueryRow(ctx, `SELECT app_role FROM dataenv.clusters WHERE name = 'instance'`).Scan(&fb.appRole); err != nil {
+		return nil, err
+	}
 	return fb, nil
 }
 
-// measure builds a parent with n tables and times each operation reps times.
-func (fb *forkBench) measure(ctx context.Context, n, reps int, warmup bool) (ForkRow, error) {
+// measure builds a parent with n tables (and one owned by another role) and times each
+// operation reps times.
+func (fb *forkBench) measure(ctx context.Context, n, reps int, _ bool) (ForkRow, error) {
 	row := ForkRow{Tables: n, Runs: reps}
-	parent := fmt.Sprintf("bench_forks_parent_%d", n)
-	if err := fb.makeParent(ctx, parent, n); err != nil {
+	parent, other := fmt.Sprintf("bench_forks_parent_%d", n), fmt.Sprintf("bench_forks_other_%d", n)
+	ws, wsOther := fmt.Sprintf("bench-%d", n), fmt.Sprintf("bench-other-%d", n)
+	if err := fb.makeParent(ctx, parent, n, ""); err != nil {
 		return row, err
 	}
-	ws := fmt.Sprintf("bench-%d", n)
-	if err := fb.exec(ctx, "bench_forks_control", `SELECT dataenv.create_workspace($1)`, ws); err != nil {
+	owner := fmt.Sprintf("bench_forks_owner_%d", n)
+	if err := fb.makeParent(ctx, other, n, owner); err != nil {
 		return row, err
 	}
-	if err := fb.exec(ctx, "bench_forks_control", `SELECT dataenv.add_datatable($1, 'd', 'instance', $2)`, ws, parent); err != nil {
-		return row, err
-	}
-	if warmup { // the first fork of the run pays for cold caches: not timed
-		if _, _, err := fb.fork(ctx, ws, ws+"-warmup", "schema_only"); err != nil {
+	for w, db := range map[string]string{ws: parent, wsOther: other} {
+		if err := fb.exec(ctx, forkControl, `SELECT dataenv.create_workspace($1)`, w); err != nil {
+			return row, err
+		}
+		if err := fb.exec(ctx, forkControl, `SELECT dataenv.add_datatable($1, 'd', 'instance', $2)`, w, db); err != nil {
 			return row, err
 		}
 	}
-	var so, fc, tpl, dp []time.Duration
+	// The first schema_only fork has no template yet: it is a dump, and its request builds one.
+	if _, _, err := fb.fork(ctx, ws, ws+"-warmup", "schema_only", ""); err != nil {
+		return row, err
+	}
+	if err := fb.waitTemplate(ctx, ws); err != nil {
+		return row, err
+	}
+	var t timings
 	for i := range reps {
-		d, err := fb.plainTemplate(ctx, parent)
-		if err != nil {
+		if err := fb.rep(ctx, &t, &row, i, ws, wsOther, parent); err != nil {
 			return row, err
 		}
-		tpl = append(tpl, d)
-		d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-fc-%d", ws, i), "full_copy")
-		if err != nil {
-			return row, err
-		}
-		fc, row.FullMethod = append(fc, d), m
-		if d, m, err = fb.fork(ctx, ws, fmt.Sprintf("%s-so-%d", ws, i), "schema_only"); err != nil {
-			return row, err
-		}
-		so, row.SchemaOnlyMethod = append(so, d), m
-		if d, err = fb.plainDumpPsql(ctx, parent); err != nil {
-			return row, err
-		}
-		dp = append(dp, d)
 	}
-	row.SchemaOnly, row.FullCopy, row.Template, row.DumpPsql = medianDuration(so), medianDuration(fc), medianDuration(tpl), medianDuration(dp)
+	row.SchemaTemplate, row.TemplateOfTemplate = medianDuration(t.so), medianDuration(t.tplOfTpl)
+	row.SchemaChanged, row.DumpToday, row.DumpPlain = medianDuration(t.changed), medianDuration(t.today), medianDuration(t.plainDump)
+	row.FullTemplate, row.PlainTemplate = medianDuration(t.fc), medianDuration(t.plainTpl)
+	row.FullDump, row.PlainDumpRestore, row.Reowned = medianDuration(t.fd), medianDuration(t.plainRestore), medianDuration(t.reowned)
 	return row, nil
 }
 
-// fork times one create_fork run on the sidecar, then drops the fork (not timed).
-func (fb *forkBench) fork(ctx context.Context, parent, fork, mode string) (time.Duration, string, error) {
+type timings struct {
+	so, tplOfTpl, changed, today, plainDump, fc, plainTpl, fd, plainRestore, reowned []time.Duration
+}
+
+// rep times every operation once, each after a CHECKPOINT.
+func (fb *forkBench) rep(ctx context.Context, t *timings, row *ForkRow, i int, ws, wsOther, parent string) error {
+	method := func(what, m string) {
+		if i == 0 {
+			row.Methods = append(row.Methods, what+" by "+m)
+		}
+	}
+	tpl, err := fb.templateDB(ctx, ws)
+	if err != nil {
+		return err
+	}
+	steps := []func() error{
+		func() error {
+			return timePlain(&t.tplOfTpl, func() (time.Duration, error) { return fb.plainTemplate(ctx, tpl) })
+		},
+		func() error {
+			d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-so-%d", ws, i), "schema_only", "")
+			t.so = append(t.so, d)
+			method("schema_only (unchanged parent)", m)
+			return err
+		},
+		func() error { // a change to the parent's schema: the next schema_only fork is restored from a dump
+			if err := fb.exec(ctx, parent, `SET ROLE `+ident(fb.appRole)+`; COMMENT ON TABLE t0 IS `+quoteLit(fmt.Sprintf("revision %d", i))); err != nil {
+				return err
+			}
+			d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-sc-%d", ws, i), "schema_only", "")
+			t.changed = append(t.changed, d)
+			method("schema_only (after a schema change)", m)
+			if err != nil {
+				return err
+			}
+			return fb.waitTemplate(ctx, ws) // the rebuild runs after the fork: not timed
+		},
+		func() error {
+			return timePlain(&t.today, func() (time.Duration, error) { return fb.todayDump(ctx, parent) })
+		},
+		func() error {
+			return timePlain(&t.plainDump, func() (time.Duration, error) { return fb.plainDumpPsql(ctx, parent) })
+		},
+		func() error {
+			return timePlain(&t.plainTpl, func() (time.Duration, error) { return fb.plainTemplate(ctx, parent) })
+		},
+		func() error {
+			d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-fc-%d", ws, i), "full_copy", "")
+			t.fc = append(t.fc, d)
+			method("full_copy (nobody connected)", m)
+			return err
+		},
+		func() error {
+			d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-fd-%d", ws, i), "full_copy", parent)
+			t.fd = append(t.fd, d)
+			method("full_copy (a session on the parent)", m)
+			return err
+		},
+		func() error {
+			return timePlain(&t.plainRestore, func() (time.Duration, error) { return fb.plainDumpRestore(ctx, parent) })
+		},
+		func() error {
+			d, m, err := fb.fork(ctx, wsOther, fmt.Sprintf("%s-fc-%d", wsOther, i), "full_copy", "")
+			t.reowned = append(t.reowned, d)
+			method("full_copy of the parent owned by another role", m)
+			return err
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func timePlain(into *[]time.Duration, f func() (time.Duration, error)) error {
+	d, err := f()
+	*into = append(*into, d)
+	return err
+}
+
+// fork times one create_fork run on the sidecar (with a session held on holdDB if set), then
+// drops the fork (not timed).
+func (fb *forkBench) fork(ctx context.Context, parent, fork, mode, holdDB string) (time.Duration, string, error) {
 	if err := fb.settle(ctx); err != nil {
 		return 0, "", err
+	}
+	if holdDB != "" {
+		held, err := pgx.Connect(ctx, fb.dsn(holdDB))
+		if err != nil {
+			return 0, "", err
+		}
+		defer held.Close(context.WithoutCancel(ctx))
 	}
 	res, took, err := fb.handleTimed(ctx, "create_fork", map[string]any{"parent": parent, "fork": fork,
 		"datatables": map[string]string{"d": mode}})
@@ -184,13 +291,50 @@ func (fb *forkBench) fork(ctx context.Context, parent, fork, mode string) (time.
 	return took, method, nil
 }
 
-// makeParent (re)creates a database with n tables: a primary key, a unique and a check
-// constraint, a secondary index and 20 rows each; vacuumed (frozen).
-func (fb *forkBench) makeParent(ctx context.Context, db string, n int) error {
-	if _, err := fb.env.CreateDatabase(ctx, db); err != nil {
+// waitTemplate waits for the newest refresh_schema_template request of ws.
+func (fb *forkBench) waitTemplate(ctx context.Context, ws string) error {
+	var id, status string
+	var errText *string
+	if err := fb.pool.QueryRow(ctx, `SELECT id::text FROM dataenv.requests WHERE kind = 'refresh_schema_template'
+		AND args->>'workspace' = $1 ORDER BY created_at DESC LIMIT 1`, ws).Scan(&id); err != nil {
+		return fmt.Errorf("no schema template request for %s: %w", ws, err)
+	}
+	for status != "succeeded" {
+		if err := fb.pool.QueryRow(ctx, `SELECT status, error FROM dataenv.wait($1::uuid, '300 s')`, id).Scan(&status, &errText); err != nil {
+			return err
+		}
+		if status == "failed" || status == "cancelled" {
+			return fmt.Errorf("refresh_schema_template %s: %s %v", id, status, errText)
+		}
+	}
+	return nil
+}
+
+func (fb *forkBench) templateDB(ctx context.Context, ws string) (string, error) {
+	var db string
+	err := fb.pool.QueryRow(ctx, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1 AND state = 'ready'`, ws).Scan(&db)
+	return db, err
+}
+
+// makeParent (re)creates database db through create_database, with n tables made by the
+// application role (or by role owner, a datatable role, when set): a primary key, a unique and a
+// check constraint, a secondary index and 20 rows each; vacuumed (frozen).
+func (fb *forkBench) makeParent(ctx context.Context, db string, n int, owner string) error {
+	_ = fb.exec(ctx, "postgres", `DROP DATABASE IF EXISTS `+ident(db)+` WITH (FORCE)`)
+	_, _ = fb.pool.Exec(ctx, `DELETE FROM dataenv.managed_databases WHERE cluster = 'instance' AND name = $1`, db)
+	if _, err := fb.handle(ctx, "create_database", map[string]any{"cluster": "instance", "name": db}); err != nil {
 		return err
 	}
+	role := fb.appRole
+	if owner != "" {
+		_, _ = fb.handle(ctx, "create_datatable_role", map[string]any{"cluster": "instance", "role": owner})
+		if err := fb.exec(ctx, db, `SET ROLE `+ident(fb.appRole)+`; GRANT CREATE ON SCHEMA public TO `+ident(owner)); err != nil {
+			return err
+		}
+		role = owner
+	}
 	var ddl strings.Builder
+	ddl.WriteString("SET ROLE " + ident(role) + ";\n")
 	for i := range n {
 		fmt.Fprintf(&ddl, `CREATE TABLE t%[1]d (id bigserial PRIMARY KEY, code text NOT NULL UNIQUE, qty int CHECK (qty >= 0),
 			at timestamptz NOT NULL DEFAULT now());
@@ -205,57 +349,89 @@ func (fb *forkBench) makeParent(ctx context.Context, db string, n int) error {
 	return fb.exec(ctx, db, `VACUUM (FREEZE, ANALYZE)`)
 }
 
-// plainTemplate times CREATE DATABASE ... TEMPLATE parent (then drops the copy).
-func (fb *forkBench) plainTemplate(ctx context.Context, parent string) (time.Duration, error) {
-	copyDB := "bench_forks_plain_template"
-	_ = fb.exec(ctx, "postgres", `DROP DATABASE IF EXISTS `+copyDB)
-	if err := fb.settle(ctx); err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	if err := fb.exec(ctx, "postgres", `CREATE DATABASE `+copyDB+` TEMPLATE `+pgx.Identifier{parent}.Sanitize()); err != nil {
-		return 0, err
-	}
-	took := time.Since(start)
-	return took, fb.exec(ctx, "postgres", `DROP DATABASE `+copyDB)
+// plainTemplate times CREATE DATABASE ... TEMPLATE src (then drops the copy).
+func (fb *forkBench) plainTemplate(ctx context.Context, src string) (time.Duration, error) {
+	return fb.plainCopy(ctx, "bench_forks_plain_template", "TEMPLATE "+ident(src), nil)
 }
 
-// plainDumpPsql times CREATE DATABASE + pg_dump --schema-only parent | psql (then drops the copy).
+// todayDump times what a schema_only fork did before schema templates: CREATE DATABASE, then
+// pg_dump --schema-only --no-owner | psql --single-transaction after SET ROLE to the
+// application role.
+func (fb *forkBench) todayDump(ctx context.Context, parent string) (time.Duration, error) {
+	return fb.plainCopy(ctx, "bench_forks_today", "OWNER "+ident(fb.appRole), func(db string) (*exec.Cmd, *exec.Cmd) {
+		return exec.CommandContext(ctx, "pg_dump", "--schema-only", "--no-owner", "-d", parent),
+			exec.CommandContext(ctx, "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction",
+				"-c", "SET ROLE "+ident(fb.appRole), "-f", "-", "-d", db)
+	})
+}
+
+// plainDumpPsql times CREATE DATABASE + pg_dump --schema-only parent | psql, a statement per
+// transaction (then drops the copy).
 func (fb *forkBench) plainDumpPsql(ctx context.Context, parent string) (time.Duration, error) {
-	copyDB := "bench_forks_plain_dump"
-	_ = fb.exec(ctx, "postgres", `DROP DATABASE IF EXISTS `+copyDB)
+	return fb.plainCopy(ctx, "bench_forks_plain_dump", "", func(db string) (*exec.Cmd, *exec.Cmd) {
+		return exec.CommandContext(ctx, "pg_dump", "--schema-only", "--no-owner", "-d", parent),
+			exec.CommandContext(ctx, "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", db)
+	})
+}
+
+// plainDumpRestore times CREATE DATABASE ... TEMPLATE template0 + pg_dump -Fc | pg_restore
+// --single-transaction (then drops the copy).
+func (fb *forkBench) plainDumpRestore(ctx context.Context, parent string) (time.Duration, error) {
+	return fb.plainCopy(ctx, "bench_forks_plain_restore", "TEMPLATE template0", func(db string) (*exec.Cmd, *exec.Cmd) {
+		return exec.CommandContext(ctx, "pg_dump", "--format=custom", "--compress=0", "--no-owner", "-d", parent),
+			exec.CommandContext(ctx, "pg_restore", "--no-owner", "--single-transaction", "--exit-on-error", "-d", db)
+	})
+}
+
+// plainCopy times CREATE DATABASE db <opts> and, if pipe is set, producer | consumer into it;
+// then drops db.
+func (fb *forkBench) plainCopy(ctx context.Context, db, opts string, pipe func(db string) (*exec.Cmd, *exec.Cmd)) (time.Duration, error) {
+	_ = fb.exec(ctx, "postgres", `DROP DATABASE IF EXISTS `+db)
 	if err := fb.settle(ctx); err != nil {
 		return 0, err
 	}
 	start := time.Now()
-	if err := fb.exec(ctx, "postgres", `CREATE DATABASE `+copyDB); err != nil {
+	if err := fb.exec(ctx, "postgres", `CREATE DATABASE `+db+` `+opts); err != nil {
 		return 0, err
 	}
-	dump := exec.CommandContext(ctx, "pg_dump", "--schema-only", "--no-owner", "-d", parent)
-	psql := exec.CommandContext(ctx, "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", copyDB)
-	dump.Env, psql.Env = fb.libpqEnv, fb.libpqEnv // the password stays out of argv
+	if pipe != nil {
+		producer, consumer := pipe(db)
+		producer.Env, consumer.Env = fb.libpqEnv, fb.libpqEnv
+		if err := runPipe(producer, consumer); err != nil {
+			return 0, err
+		}
+	}
+	took := time.Since(start)
+	return took, fb.exec(ctx, "postgres", `DROP DATABASE `+db)
+}
+
+// runPipe runs producer | consumer (superuser libpq environment: the password stays out of argv).
+func runPipe(producer, consumer *exec.Cmd) error {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return err
 	}
-	dump.Stdout, psql.Stdin = w, r
-	var dErr, pErr strings.Builder
-	dump.Stderr, psql.Stderr = &dErr, &pErr
-	if err := psql.Start(); err != nil {
-		return 0, err
+	producer.Stdout, consumer.Stdin = w, r
+	var pErr, cErr strings.Builder
+	producer.Stderr, consumer.Stderr = &pErr, &cErr
+	if err := consumer.Start(); err != nil {
+		return err
 	}
-	if err := dump.Start(); err != nil {
-		return 0, err
+	if err := producer.Start(); err != nil {
+		return err
 	}
 	_ = w.Close()
 	_ = r.Close()
-	de, pe := dump.Wait(), psql.Wait()
-	took := time.Since(start)
-	if de != nil || pe != nil {
-		return 0, fmt.Errorf("pg_dump | psql: %v %s / %v %s", de, dErr.String(), pe, pErr.String())
+	pe, ce := producer.Wait(), consumer.Wait()
+	if pe != nil || ce != nil {
+		return fmt.Errorf("%s | %s: %v %s / %v %s", producer.Path, consumer.Path, pe, pErr.String(), ce, cErr.String())
 	}
-	return took, fb.exec(ctx, "postgres", `DROP DATABASE `+copyDB)
+	return nil
 }
+
+func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+func quoteLit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // settle runs a CHECKPOINT before each timed operation, so that none of them pays for the dirty
 // buffers the previous one left (CREATE DATABASE flushes them).
@@ -288,42 +464,56 @@ func renderForks(env *Env, rows []ForkRow, reps int, took time.Duration) string 
 		w(" **Quick run (-quick): not for comparison.**")
 	}
 	w("\n\n")
-	w("Parent: N tables, each with a primary key, a unique and a check constraint, a secondary index and 20 rows, vacuumed. ")
-	w("create_fork runs in-process (the handler, not the request pipeline) and includes the lifecycle lock, the registry row, ")
-	w("the marked database (staging name, comment, rename, record) and the fork's workspace commit. Each timed operation starts after a CHECKPOINT. Milliseconds.\n\n")
-	w("| tables | schema_only fork | pg_dump --schema-only \\| psql | ratio | full_copy fork | CREATE DATABASE … TEMPLATE | ratio | schema_only / full_copy |\n")
-	w("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("Parent: N tables, each with a primary key, a unique and a check constraint, a secondary index and 20 rows, vacuumed; made by ")
+	w("create_database on the instance cluster, objects created by its application role. create_fork runs on the real sidecar and ")
+	w("is timed from its row's started_at to finished_at: the plan read from the parent, the lifecycle lock, the registry row, the marked ")
+	w("database (staging name, comment, rename, record), the copy, the finish (owners, privileges, settings, sequences, access list) and ")
+	w("the fork's workspace commit. Each timed operation starts after a CHECKPOINT. Milliseconds.\n\n")
+	w("### schema_only\n\n")
+	w("| tables | unchanged parent: fork | CREATE DATABASE … TEMPLATE <schema template> | ratio (target ≤ 1.5) | after a schema change: fork | the old method alone: pg_dump -s \\| psql -1 | ratio | plain pg_dump -s \\| psql | ratio (the old fork: 0.86-0.89) |\n")
+	w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		w("| %d | %s | %s | %s | %s | %s | %s | %s |\n", r.Tables, ms(r.SchemaOnly), ms(r.DumpPsql),
-			ratio(float64(r.SchemaOnly), float64(r.DumpPsql)), ms(r.FullCopy), ms(r.Template),
-			ratio(float64(r.FullCopy), float64(r.Template)), ratio(float64(r.SchemaOnly), float64(r.FullCopy)))
+		w("| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Tables, ms(r.SchemaTemplate), ms(r.TemplateOfTemplate),
+			ratio(float64(r.SchemaTemplate), float64(r.TemplateOfTemplate)), ms(r.SchemaChanged), ms(r.DumpToday),
+			ratio(float64(r.SchemaChanged), float64(r.DumpToday)), ms(r.DumpPlain), ratio(float64(r.SchemaChanged), float64(r.DumpPlain)))
+	}
+	w("\n### full_copy\n\n")
+	w("| tables | nobody connected: fork | CREATE DATABASE … TEMPLATE <parent> | ratio (target ≤ 1.1) | a session on the parent: fork | pg_dump -Fc \\| pg_restore -1 | ratio (target ≤ 1.1) | parent owned by another role: fork (objects re-owned) | ratio to TEMPLATE |\n")
+	w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		w("| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Tables, ms(r.FullTemplate), ms(r.PlainTemplate),
+			ratio(float64(r.FullTemplate), float64(r.PlainTemplate)), ms(r.FullDump), ms(r.PlainDumpRestore),
+			ratio(float64(r.FullDump), float64(r.PlainDumpRestore)), ms(r.Reowned), ratio(float64(r.Reowned), float64(r.PlainTemplate)))
 	}
 	w("\nMethods used: ")
 	for i, r := range rows {
 		if i > 0 {
 			w("; ")
 		}
-		w("%d tables: schema_only by %s, full_copy by %s", r.Tables, r.SchemaOnlyMethod, r.FullMethod)
+		w("%d tables: %s", r.Tables, strings.Join(r.Methods, ", "))
 	}
 	w(".\n\n")
-	if len(rows) >= 2 {
-		first, last := rows[0], rows[len(rows)-1]
-		k := float64(last.Tables) / float64(first.Tables)
-		w("Growth from %d to %d tables (×%.0f): schema_only ×%.1f, pg_dump | psql ×%.1f, full_copy ×%.1f, TEMPLATE ×%.1f.\n\n",
-			first.Tables, last.Tables, k, float64(last.SchemaOnly)/float64(first.SchemaOnly), float64(last.DumpPsql)/float64(first.DumpPsql),
-			float64(last.FullCopy)/float64(first.FullCopy), float64(last.Template)/float64(first.Template))
-	}
 	w("%s", forkMethod)
 	return b.String()
 }
 
-const forkMethod = `How to read it: a schema_only fork is a pg_dump --schema-only piped through the sidecar
-into psql --single-transaction (after SET ROLE to the cluster's application role), so it tracks
-the plain dump | psql and grows with the number of objects. The plain psql commits every statement
-(each commit waits for its WAL flush), which is why it can be the slower one at 1000 tables. A
-full_copy fork of a parent nobody is connected to is CREATE DATABASE ... TEMPLATE, whose cost grows
-with the files to copy; the fork's fixed overhead (about 100-200 ms here: a few admin connections,
-the staging name, comment and rename, the registry and the workspace commit) shows at 10 tables and
-vanishes in the copy at 1000. With other sessions on the parent a full copy falls back to
-pg_dump | pg_restore (not measured here). The machine runs other work: single cells vary by 20-30%.
+const forkMethod = `How to read it: a schema_only fork of a parent whose schema is unchanged since its schema
+template was built is a CREATE DATABASE ... TEMPLATE copy of that template (empty tables: the copy
+costs what the catalogs weigh) plus the fork's fixed work: reading the parent's plan and schema
+fingerprint (a digest of its catalog rows, a few ms at 10 tables, ~70-90 ms at 1000), setting its
+sequences to the parent's positions, its settings and access list. After a schema change (here a
+COMMENT ON TABLE, which changes the fingerprint) the fork is restored from a dump like before,
+pg_dump -Fc | pg_restore --single-transaction as the fork's owner, and a refresh_schema_template
+request rebuilds the template after the fork (not timed). "The old method alone" is what a
+schema_only fork ran before schema templates (pg_dump --schema-only | psql --single-transaction),
+without dataenv's bookkeeping around it, which a fork of either version adds; the old fork as a
+whole measured 0.86-0.89 of the plain pg_dump | psql (previous run of this suite, same machine),
+the last column's reference. A full_copy of a parent
+nobody is connected to is CREATE DATABASE ... TEMPLATE; with a session on the parent it is a dump
+and restore. Every copy is owned by the fork's own workspace role (made for the
+fork before its copies), so every TEMPLATE copy, of the parent or of the schema template,
+re-owns each object the parent's owners own (one ALTER ... OWNER per table, view, function,
+type, ..., sent in one batch), and a dump is restored connected as that role. The last column
+times the same for a parent whose objects belong to a datatable role instead of the application
+role. The machine runs other work: single cells vary by 20-30%.
 `

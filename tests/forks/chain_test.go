@@ -123,7 +123,7 @@ func TestFullCopyOfBusyParent(t *testing.T) {
 	if len(all) == 0 || all[len(all)-1][1] != all[len(all)-1][2] || all[len(all)-1][2] == "0" {
 		t.Fatalf("progress does not end at every table done: %v in %s", all, r.steps)
 	}
-	if owner := queryString(t, external.Connect(t, copyDB), `SELECT tableowner FROM pg_tables WHERE tablename = 'orders'`); owner != f.appRole {
-		t.Fatalf("restored table owned by %q, want %q", owner, f.appRole)
+	if owner, want := queryString(t, external.Connect(t, copyDB), `SELECT tableowner FROM pg_tables WHERE tablename = 'orders'`), f.forkRole(fork); owner != want {
+		t.Fatalf("restored table owned by %q, want the fork's role %q", owner, want)
 	}
 }

@@ -87,16 +87,18 @@ func TestFullCopyClonesOnPostgreSQL18(t *testing.T) {
 	if n := queryInt(t, clone, `SELECT count(*) FROM orders`); n != 200 {
 		t.Fatalf("the clone has %d orders, want 200", n)
 	}
-	if owner := queryString(t, clone, `SELECT tableowner FROM pg_tables WHERE tablename = 'orders'`); owner != f.appRole {
-		t.Fatalf("orders in the clone owned by %s, want %s", owner, f.appRole)
+	owner := f.forkRole(fork)
+	if got := queryString(t, clone, `SELECT tableowner FROM pg_tables WHERE tablename = 'orders'`); got != owner {
+		t.Fatalf("orders in the clone owned by %s, want the fork's role %s", got, owner)
 	}
-	mustExec(t, clone, `SET ROLE `+ident(f.appRole))
+	mustExec(t, clone, `SET ROLE `+ident(owner))
 	mustExec(t, clone, `DELETE FROM orders`)
 	p := pg.Connect(t, parent)
 	if n := queryInt(t, p, `SELECT count(*) FROM orders`); n != 200 {
 		t.Fatalf("the parent has %d orders after writes in the clone, want 200", n)
 	}
 	_ = p.Close(f.ctx) // the parent must be idle again for the next full_copy
+	waitIdle(t, super, parent)
 
 	mustExec(t, super, `REVOKE pg_read_all_settings FROM `+ident(f.adminUser))
 	fork2 := wsID("fork")

@@ -1,6 +1,7 @@
 package forks_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,45 @@ func TestCrashInDropFork(t *testing.T) {
 	}
 	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.fork_copies WHERE workspace = $1`, fork); n != 0 {
 		t.Fatal("registry rows remain")
+	}
+}
+
+// TestCrashInSchemaTemplateBuild kills the sidecar while it builds a schema template (its
+// database created and empty; restored, not yet ready): the rerun of the request drops the
+// interrupted database and builds the template once; the next fork copies it.
+func TestCrashInSchemaTemplateBuild(t *testing.T) {
+	for _, point := range []string{"fork.template.after_create_database", "fork.template.after_load"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			env := []string{"DATAENV_CRASH_AT=" + point, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+			f := newFixture(t, env...)
+			a := f.newUser()
+			p := f.parentDB("p", 10)
+			ws := wsID("ws")
+			mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+			f.grantDatabase(a, f.name, p)
+			mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
+			res := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, wsID("f"))), "d")
+			waitExit(t, f.sidecar)
+			f.sidecar = f.startSidecar(env...)
+			f.mustSucceed(res.Fidelity.Template.Request)
+			tpls := queryString(t, f.sql, `SELECT string_agg(database || ':' || state, ',') FROM dataenv.schema_templates WHERE workspace = $1`, ws)
+			if strings.Count(tpls, ":ready") != 1 || strings.Contains(tpls, ",") {
+				t.Fatalf("after a crash at %s the templates are %q, want one ready", point, tpls)
+			}
+			ext := external.Connect(t, "postgres")
+			if n := queryInt(t, ext, `SELECT count(*) FROM pg_database WHERE datname LIKE 'dataenv\_tmp\_%' OR datname LIKE 'dataenv\_tpl\_' || $1 || '%'`,
+				strings.ReplaceAll(ws, "-", "_")); n != 1 {
+				t.Fatalf("after a crash at %s: %d template or staging databases, want 1", point, n)
+			}
+			fork := wsID("f")
+			if r := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)), "d"); r.Method != "schema_template" {
+				t.Fatalf("the fork after the rebuilt template was made by %s", r.Method)
+			}
+			if s, ps := schemaOf(t, names.ForkDatabase(fork, "d")), schemaOf(t, p); s != ps {
+				t.Fatalf("fork from the rebuilt template differs:\n%s\n---\n%s", s, ps)
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -60,8 +61,33 @@ func newFixtureOn(t *testing.T, pg *testenv.Postgres, sidecarEnv ...string) *fix
 		f.name, pg.Host(), pg.Port(), adminUser, adminPW)
 	f.exec(`SELECT dataenv.update_cluster($1, app_role => $2, replication_role => $3)`, f.name, f.appRole, replRole)
 	f.sidecar = f.startSidecar(sidecarEnv...)
+	t.Cleanup(func() { settleTemplates(t, f.controlDSN) }) // runs before the sidecar stops
 	f.mustSucceed(f.request(f.sql, `SELECT dataenv.setup_cluster($1)`, f.name))
 	return f
+}
+
+// settleTemplates waits (a minute at most) for the schema template builds that schema_only forks
+// asked for: a build the sidecar's stop interrupts could leave a database the cleanup misses.
+func settleTemplates(t *testing.T, dsn string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		var id string
+		err := conn.QueryRow(ctx, `SELECT id::text FROM dataenv.requests WHERE kind = 'refresh_schema_template'
+			AND status IN ('pending', 'running') LIMIT 1`).Scan(&id)
+		if err != nil {
+			return // none left (or the database is gone)
+		}
+		if _, err := conn.Exec(ctx, `SELECT status FROM dataenv.wait($1::uuid, '60 s')`, id); err != nil {
+			t.Logf("schema template request %s did not finish: %v", id, err)
+			return
+		}
+	}
 }
 
 // dropSlot removes the control database's slot so the database can be dropped.
@@ -80,6 +106,33 @@ func (f *fixture) dropSlot() {
 func (f *fixture) startSidecar(env ...string) *sidecartest.Process {
 	f.t.Helper()
 	return sidecartest.Start(f.t, sidecartest.Options{DSN: f.controlDSN, Env: env})
+}
+
+// forkRole is the workspace role that owns fork's copies on the fixture's cluster (recorded in
+// dataenv.workspace_roles while the fork exists).
+func (f *fixture) forkRole(fork string) string {
+	f.t.Helper()
+	role := queryString(f.t, f.sql, `SELECT role FROM dataenv.workspace_roles WHERE cluster = $1 AND workspace = $2`, f.name, fork)
+	if role == "" {
+		f.t.Fatalf("fork %s has no workspace role on cluster %s", fork, f.name)
+	}
+	return role
+}
+
+// waitIdle waits (a minute at most) until no session is connected to db, as conn (on another
+// database of the same cluster) sees it: a closed connection's backend may take a moment to exit
+// on a loaded machine, and a full_copy is a TEMPLATE copy only of an idle parent.
+func waitIdle(t *testing.T, conn *pgx.Conn, db string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; {
+		if queryInt(t, conn, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, db) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sessions are still connected to %s after a minute", db)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // row is a finished request.

@@ -88,10 +88,10 @@ func TestForkModes(t *testing.T) {
 		}
 	}
 
-	// Writes in the fork stay in the fork; the app role owns the copy's tables.
+	// Writes in the fork stay in the fork; the fork's workspace role owns the copy's tables.
 	for _, db := range []string{shop, full} {
 		conn := external.Connect(t, db)
-		mustExec(t, conn, `SET ROLE `+ident(f.appRole))
+		mustExec(t, conn, `SET ROLE `+ident(f.forkRole(fork)))
 		mustExec(t, conn, `INSERT INTO customers (email, score) VALUES ('fork@x', 1)`)
 		mustExec(t, conn, `DELETE FROM orders`)
 		_ = conn.Close(f.ctx)

@@ -29,6 +29,9 @@ func (e *env) victim() victim {
 	e.exec(`INSERT INTO dataenv.materializations (workspace, lake, table_name, status, strategy, request_id)
 		VALUES ($1, 'main', 't', 'materialized', 'replace', gen_random_uuid())`, v.ws)
 	e.mustSucceed(e.request(e.owner.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, v.ws, v.fork))
+	// The fork asked for its datatable's schema template: built now, before any state is compared.
+	e.mustSucceed(uuid.MustParse(queryString(e.t, e.sql, `SELECT id::text FROM dataenv.requests
+		WHERE kind = 'refresh_schema_template' AND args->>'workspace' = $1`, v.ws)))
 	for _, ws := range []string{v.ws, v.fork} {
 		mustExec(e.t, e.owner.conn, `SELECT dataenv.grant_workspace($1, $2)`, ws, e.member.name)
 	}
@@ -116,6 +119,11 @@ var kindCases = map[string]kindCase{
 	}},
 	"rotate_credentials": {"workspace_owner", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q}`, v.fork)
+	}},
+	// A build is refused by the handler to anyone but a member; policy any lets the remover of a
+	// datatable entry clean up its templates (the trigger of sqlapi/028_schema_templates.sql).
+	"refresh_schema_template": {"any", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"workspace": %q, "datatable": "d"}`, v.ws)
 	}},
 	"materialize": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "target": "ducklake://main/t", "query": "SELECT 666 AS overwritten", "strategy": "replace"}`, v.ws)

@@ -84,6 +84,7 @@ func newEnv(t *testing.T) *env {
 	e.exec(`SELECT dataenv.register_cluster($1, $2, $3, $4, $5, 'disable')`, e.cluster, external.Host(), external.Port(), adminUser, adminPW)
 	e.exec(`SELECT dataenv.update_cluster($1, app_role => $2, replication_role => $3)`, e.cluster, e.appRole, repl)
 	e.sidecar = sidecartest.Start(t, sidecartest.Options{DSN: control.DSN(e.db), Env: []string{client.EnvRunnerPath + "=" + runnerPath}})
+	t.Cleanup(func() { settleTemplates(t, control.DSN(e.db)) }) // runs before the sidecar stops
 	e.mustSucceed(e.request(e.sql, `SELECT dataenv.setup_cluster($1)`, e.cluster))
 
 	e.admin = e.newUser("LOGIN IN ROLE dataenv_admin")
@@ -260,3 +261,27 @@ var (
 	queryInt    = testenv.Query[int]
 	queryString = testenv.QueryText
 )
+
+// settleTemplates waits (a minute at most) for the schema template builds that schema_only forks
+// asked for: a build the sidecar's stop interrupts could leave a database the cleanup misses.
+func settleTemplates(t *testing.T, dsn string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		var id string
+		err := conn.QueryRow(ctx, `SELECT id::text FROM dataenv.requests WHERE kind = 'refresh_schema_template'
+			AND status IN ('pending', 'running') LIMIT 1`).Scan(&id)
+		if err != nil {
+			return // none left (or the database is gone)
+		}
+		if _, err := conn.Exec(ctx, `SELECT status FROM dataenv.wait($1::uuid, '60 s')`, id); err != nil {
+			t.Logf("schema template request %s did not finish: %v", id, err)
+			return
+		}
+	}
+}

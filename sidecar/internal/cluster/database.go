@@ -35,6 +35,47 @@ type CreateOptions struct {
 	Clone bool
 	// ForWorkspace records the workspace a fork copy belongs to.
 	ForWorkspace string
+	// Owner owns the new database (default: the managed application role). The admin must be a
+	// member of it.
+	Owner string
+	// Locale, without a Template, creates the database from template0 with this encoding and
+	// locale (a copy that a restore fills must sort and compare like its parent).
+	Locale *Locale
+	// Private revokes the database's default privileges from PUBLIC (CONNECT, TEMPORARY) as soon
+	// as it exists, so nobody but its owner (and roles that may act as it) can connect to a copy
+	// before its own access list is set.
+	Private bool
+}
+
+// Locale is a database's encoding and locale, as pg_database has them.
+type Locale struct {
+	Encoding string // pg_encoding_to_char(encoding)
+	Collate  string // datcollate
+	Ctype    string // datctype
+	Provider string // datlocprovider: c (libc), i (icu), b (builtin, PostgreSQL 17+)
+	Locale   string // daticulocale (15, 16) or datlocale (17+); "" for libc
+}
+
+// clause is the CREATE DATABASE options of l (after TEMPLATE template0).
+func (l Locale) clause() string {
+	s := " ENCODING " + quoteLiteral(l.Encoding) + " LC_COLLATE " + quoteLiteral(l.Collate) + " LC_CTYPE " + quoteLiteral(l.Ctype)
+	switch l.Provider {
+	case "i":
+		s += " LOCALE_PROVIDER icu ICU_LOCALE " + quoteLiteral(l.Locale)
+	case "b":
+		s += " LOCALE_PROVIDER builtin BUILTIN_LOCALE " + quoteLiteral(l.Locale)
+	default:
+		s += " LOCALE_PROVIDER libc"
+	}
+	return s
+}
+
+// owner is the role that owns a database created with opts on c.
+func (opts CreateOptions) owner(c *Cluster) string {
+	if opts.Owner != "" {
+		return opts.Owner
+	}
+	return c.AppRole
 }
 
 // DatabaseOutcome is the result of a database request.
@@ -91,7 +132,8 @@ func (l *Locked) recordDatabaseIdentity(ctx context.Context, name string, st dat
 // request id, so a re-run finds it and nobody else's database can carry it by accident.
 func stagingName(req uuid.UUID) string { return "dataenv_tmp_" + hex.EncodeToString(req[:]) }
 
-// CreateMarkedDatabase creates database name owned by the managed application role, with the
+// CreateMarkedDatabase creates database name owned by the managed application role (or
+// opts.Owner), with the
 // marker of opts.Request, and records it in dataenv.managed_databases; see the package doc for
 // the crash-safe sequence. It is idempotent for one request and refuses a database that exists
 // and is not this request's.
@@ -138,7 +180,7 @@ func (l *Locked) CreateMarkedDatabase(ctx context.Context, name string, opts Cre
 		return out, nil
 	}
 	if st.exists {
-		if st.comment != marker || st.owner != c.AppRole {
+		if st.comment != marker || st.owner != opts.owner(c) {
 			_ = l.dropStaging(ctx, conn, opts.Request)
 			return nil, request.Refusef("database %q already exists on cluster %q and was not created by this request; dataenv does not adopt it", name, c.Name)
 		}
@@ -172,9 +214,11 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 		return err
 	}
 	if !st.exists {
-		sql := "CREATE DATABASE " + ident(staging) + " OWNER " + ident(l.cluster.AppRole)
+		sql := "CREATE DATABASE " + ident(staging) + " OWNER " + ident(opts.owner(l.cluster))
 		if opts.Template != "" {
 			sql += " TEMPLATE " + ident(opts.Template)
+		} else if opts.Locale != nil {
+			sql += " TEMPLATE template0" + opts.Locale.clause()
 		}
 		if opts.Template != "" && opts.Clone {
 			if _, err := conn.Exec(ctx, "SET file_copy_method = clone"); err != nil {
@@ -189,6 +233,11 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 				return retryable(err)
 			}
 			return err
+		}
+	}
+	if opts.Private {
+		if _, err := conn.Exec(ctx, "REVOKE ALL ON DATABASE "+ident(staging)+" FROM PUBLIC"); err != nil {
+			return fmt.Errorf("close the new database %q on cluster %q to PUBLIC: %w", name, l.cluster.Name, err)
 		}
 	}
 	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+ident(staging)+" IS "+quoteLiteral(marker)); err != nil {

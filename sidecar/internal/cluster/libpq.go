@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Libpq is how a libpq tool (pg_dump, psql, pg_restore) reaches a cluster as its admin: the
@@ -35,12 +37,18 @@ var systemRootFiles = []string{
 	"/etc/ssl/cert.pem",
 }
 
-// libpq builds the environment for database of c.
+// libpq builds the environment for database of c, as the admin.
 func (a *Admin) libpq(c *Cluster, database string) (*Libpq, error) {
 	cfg, err := a.connConfig(c, database)
 	if err != nil {
 		return nil, err
 	}
+	return a.libpqFor(c, cfg)
+}
+
+// libpqFor builds the environment of the connection cfg (a connConfig of c, possibly with another
+// user and password).
+func (a *Admin) libpqFor(c *Cluster, cfg *pgx.ConnConfig) (*Libpq, error) {
 	sslmode := effectiveSSLMode(c)
 	if c.Kind == KindInstance {
 		sslmode = dsnSSLMode(a.cfg.ControlDSN)

@@ -106,6 +106,20 @@ func (l *Locked) WorkspaceLibpq(ctx context.Context, workspace, database string)
 	if err != nil {
 		return nil, err
 	}
+	return l.workspaceLibpq(role, pw, database)
+}
+
+// WorkspaceLibpqAt is WorkspaceLibpq for the role of a workspace not committed yet (see
+// EnsureWorkspaceRoleAt): what a fork copy's restore runs as.
+func (l *Locked) WorkspaceLibpqAt(ctx context.Context, workspace string, incarnation time.Time, database string) (*Libpq, error) {
+	role, pw, err := l.ensureWorkspaceRoleAt(ctx, workspace, incarnation)
+	if err != nil {
+		return nil, err
+	}
+	return l.workspaceLibpq(role, pw, database)
+}
+
+func (l *Locked) workspaceLibpq(role *WorkspaceRole, pw, database string) (*Libpq, error) {
 	lp, err := l.admin.libpq(l.cluster, database)
 	if err != nil {
 		return nil, err

@@ -136,13 +136,18 @@ func databaseExists(ctx context.Context, conn *pgx.Conn, db string) (bool, error
 
 // DropWorkspaceRoles drops workspace's role on every cluster dataenv recorded one for, each under
 // that cluster's lifecycle lock, unless the workspace still exists as the incarnation the role
-// was made for (a live workspace keeps its roles). It is what cleans up after a dropped
+// was made for (a live workspace keeps its roles) or is a fork that create_fork is still making
+// (its copies, owned by the role, exist before its workspace row: the incarnation is the
+// request's created_at, see EnsureWorkspaceRoleAt). It is what cleans up after a dropped
 // workspace; failures are joined (the roles that could not be dropped stay recorded, and a later
 // call retries them).
 func (a *Admin) DropWorkspaceRoles(ctx context.Context, workspace string, rep request.Reporter) error {
 	rows, err := a.cfg.Control.Query(ctx, `SELECT r.cluster FROM dataenv.workspace_roles r
 		 WHERE r.workspace = $1
 		   AND NOT EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = r.workspace AND w.created_at = r.incarnation)
+		   AND NOT EXISTS (SELECT FROM dataenv.requests q
+		                    WHERE q.kind = 'create_fork' AND q.status IN ('pending', 'running')
+		                      AND q.args->>'fork' = r.workspace AND q.created_at = r.incarnation)
 		 ORDER BY 1`, workspace)
 	if err != nil {
 		return retryable(fmt.Errorf("list the roles of workspace %q: %w", workspace, err))

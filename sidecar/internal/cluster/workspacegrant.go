@@ -66,7 +66,8 @@ SELECT o.kind, o.schema, o.name, o.priv,
 // owns the databases dataenv creates; on other databases it owns the objects, is a superuser or
 // holds the privileges WITH GRANT OPTION). Refused for a database no binding may reach
 // (CheckBindable: a template, a database holding a dataenv installation), and when the cluster
-// has no application role (set it up first).
+// has no application role (set it up first). In a database the role owns (its workspace's fork
+// copy) nothing is granted or revoked.
 func (l *Locked) GrantDatatable(ctx context.Context, workspace, database string) (*WorkspaceRole, error) {
 	if err := l.CheckBindable(ctx, database); err != nil {
 		return nil, err
@@ -83,6 +84,18 @@ func (l *Locked) GrantDatatable(ctx context.Context, workspace, database string)
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	// The workspace's own fork copy (owned by its role, ../shared/DESIGN.md "Ownership in fork
+	// copies"): the role owns what the parent's owners owned, and the copy's access list and
+	// privileges are the parent's, mapped; there is nothing to mirror, and mirroring would revoke
+	// the owner's own privileges.
+	var owns bool
+	if err := conn.QueryRow(ctx, `SELECT datdba = $1::bigint::oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()`,
+		int64(role.OID)).Scan(&owns); err != nil {
+		return nil, retryable(err)
+	}
+	if owns {
+		return role, nil
+	}
 	var appExists bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = $1)`, l.cluster.AppRole).Scan(&appExists); err != nil {
 		return nil, retryable(err)

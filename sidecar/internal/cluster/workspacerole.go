@@ -144,13 +144,28 @@ func (l *Locked) EnsureWorkspaceRole(ctx context.Context, workspace string) (*Wo
 	return role, err
 }
 
+// EnsureWorkspaceRoleAt is EnsureWorkspaceRole for a workspace that does not exist yet: a fork
+// whose copies are made (and owned by its role) before its workspace row is committed with
+// created_at = incarnation. A role recorded for another incarnation is dropped first, as by
+// EnsureWorkspaceRole; the role of a fork still being created is not a leftover for
+// DropWorkspaceRoles (see there).
+func (l *Locked) EnsureWorkspaceRoleAt(ctx context.Context, workspace string, incarnation time.Time) (*WorkspaceRole, error) {
+	role, _, err := l.ensureWorkspaceRoleAt(ctx, workspace, incarnation)
+	return role, err
+}
+
 // ensureWorkspaceRole is EnsureWorkspaceRole returning the settled password too.
 func (l *Locked) ensureWorkspaceRole(ctx context.Context, workspace string) (*WorkspaceRole, string, error) {
-	inst, err := l.admin.installation(ctx, l.Control())
+	incarnation, err := l.workspaceIncarnation(ctx, workspace)
 	if err != nil {
 		return nil, "", err
 	}
-	incarnation, err := l.workspaceIncarnation(ctx, workspace)
+	return l.ensureWorkspaceRoleAt(ctx, workspace, incarnation)
+}
+
+// ensureWorkspaceRoleAt converges the role of workspace's incarnation.
+func (l *Locked) ensureWorkspaceRoleAt(ctx context.Context, workspace string, incarnation time.Time) (*WorkspaceRole, string, error) {
+	inst, err := l.admin.installation(ctx, l.Control())
 	if err != nil {
 		return nil, "", err
 	}

@@ -3,7 +3,7 @@
 // on each cluster what its datatables grant and prepares its lakes (namespaces bootstrapped,
 // defer views, the DuckDB script of dataenv.duckdb_script); rotate_credentials gives the roles
 // new passwords. The SQL side (connection_info, connection_password, duckdb_script) is
-// sqlapi/028_workspace_connections.sql. Nothing here returns or logs a password.
+// sqlapi/029_workspace_roles.sql. Nothing here returns or logs a password.
 package connection
 
 import (

@@ -28,6 +28,10 @@ import (
 // ClassLifecycle is the purpose name of the per-cluster lifecycle lock.
 const ClassLifecycle = "lifecycle"
 
+// ClassSchemaTemplate is the purpose name of the per-datatable-entry lock held while its schema
+// template is copied from, built or dropped (always taken before a lifecycle lock).
+const ClassSchemaTemplate = "schema_template"
+
 const (
 	tryLockSQL = `SELECT pg_catalog.pg_try_advisory_lock(dataenv.lock_class($1), pg_catalog.hashtext($2))`
 	lockSQL    = `SELECT pg_catalog.pg_advisory_lock(dataenv.lock_class($1), pg_catalog.hashtext($2))`
@@ -68,6 +72,25 @@ func Acquire(ctx context.Context, pool *pgxpool.Pool, class, resource string, wa
 		}
 	}
 	return &Held{conn: conn, class: class, resource: resource, waited: time.Since(start)}, nil
+}
+
+// TryAcquire takes the session lock (class, resource) if it is free; nil (and no error) when
+// another session holds it.
+func TryAcquire(ctx context.Context, pool *pgxpool.Pool, class, resource string) (*Held, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s lock of %q: get a control connection: %w", class, resource, err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, tryLockSQL, class, resource).Scan(&ok); err != nil {
+		discard(conn)
+		return nil, fmt.Errorf("%s lock of %q: %w", class, resource, err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, nil
+	}
+	return &Held{conn: conn, class: class, resource: resource}, nil
 }
 
 // Lifecycle takes the lifecycle lock of cluster; see Acquire.

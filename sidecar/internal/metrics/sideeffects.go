@@ -18,11 +18,12 @@ const (
 	OpDropForkCopy        = "drop_fork_copy"
 	OpDropLakeSchema      = "drop_lake_schema"
 	OpDeleteForkPrefix    = "delete_fork_prefix"
+	OpSchemaTemplate      = "refresh_schema_template"
 )
 
 // sideEffectOps are every operation, exported at zero from the start.
 var sideEffectOps = []string{OpSetupCluster, OpCreateDatabase, OpDropDatabase, OpCreateDatatableRole,
-	OpDropDatatableRole, OpCreateFork, OpDropFork, OpDropForkCopy, OpDropLakeSchema, OpDeleteForkPrefix}
+	OpDropDatatableRole, OpCreateFork, OpDropFork, OpDropForkCopy, OpDropLakeSchema, OpDeleteForkPrefix, OpSchemaTemplate}
 
 // lockWaitBuckets: 1 ms to ~4 min (a lifecycle lock can be held by a long template copy).
 var lockWaitBuckets = prometheus.ExponentialBuckets(0.001, 4, 10)

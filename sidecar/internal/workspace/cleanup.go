@@ -55,7 +55,14 @@ func dropCopyLocked(ctx context.Context, l *cluster.Locked, c Copy) error {
 		if err != nil || !found {
 			return err // nothing was created: nothing to drop
 		}
-		if _, err := l.CreateMarkedDatabase(ctx, c.Database, cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace}); err != nil {
+		// The copy was created owned by the fork's workspace role (forkOwnerOf), recorded before.
+		var owner string
+		if err := l.Control().QueryRow(ctx, `SELECT coalesce((SELECT role FROM dataenv.workspace_roles WHERE cluster = $1 AND workspace = $2), '')`,
+			c.Cluster, c.Workspace).Scan(&owner); err != nil {
+			return retryable(fmt.Errorf("read the role of workspace %q: %w", c.Workspace, err))
+		}
+		if _, err := l.CreateMarkedDatabase(ctx, c.Database, cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace,
+			Owner: owner}); err != nil {
 			return fmt.Errorf("adopt the interrupted fork copy %q before dropping it: %w", c.Database, err)
 		}
 	case rec != c.Request:

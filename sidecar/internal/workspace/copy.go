@@ -2,24 +2,27 @@ package workspace
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
 // Copy methods.
 const (
-	MethodClone    = "clone"    // CREATE DATABASE ... TEMPLATE parent STRATEGY FILE_COPY, file_copy_method = clone
-	MethodTemplate = "template" // CREATE DATABASE ... TEMPLATE parent
-	MethodDump     = "dump"     // pg_dump, then psql (schema_only) or pg_restore (full_copy)
+	MethodClone          = "clone"           // CREATE DATABASE ... TEMPLATE parent STRATEGY FILE_COPY, file_copy_method = clone
+	MethodTemplate       = "template"        // CREATE DATABASE ... TEMPLATE parent
+	MethodDump           = "dump"            // pg_dump | pg_restore into an empty database
+	MethodSchemaTemplate = "schema_template" // CREATE DATABASE ... TEMPLATE <the datatable's schema template>
 )
 
 // ensureCopy makes the fork copy of one datatable, converging after a crash at any point:
@@ -28,14 +31,19 @@ const (
 //     previous incarnation's cleanup ran before and would have removed it). A row of this
 //     request still creating: an interrupted attempt, whose database may be partial: dropped
 //     (guarded) and made again.
-//  2. Under the cluster's lifecycle lock: register the copy (state creating) BEFORE the
-//     database exists, so the ledger always covers it; then create the marked database, a copy
-//     of the parent for a full_copy whose parent has no other sessions (a reflink clone where
-//     the cluster can, else TEMPLATE), else empty.
-//  3. Without the lock (a long copy must not block the cluster): dump and restore in one
-//     transaction, reporting progress.
-//  4. Mark the row ready.
-func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep request.Reporter, fork string, it *planItem) error {
+//  2. The parent's plan is read (what the copy must keep, parent.go).
+//  3. Under the cluster's lifecycle lock: register the copy (state creating) BEFORE the
+//     database exists, so the ledger always covers it; then create the marked, private database
+//     owned by the fork's owner: a copy of the parent (full_copy, nobody connected, owners the
+//     admin may act as, no event trigger: a reflink clone where the cluster can, else TEMPLATE),
+//     a TEMPLATE copy of the datatable's current schema template (schema_only), or empty (dump
+//     and restore, once tools at least as new as the server are found).
+//  4. Without the lock (a long copy must not block the cluster): dump and restore in one
+//     transaction as the owner, reporting progress.
+//  5. Finish: owners mapped, privileges, default privileges, sequences, settings and the
+//     database's access list as the parent's (finish.go). Then the row is marked ready, with
+//     the report.
+func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep request.Reporter, fork string, incarnation time.Time, it *planItem) error {
 	row, err := readCopy(ctx, s.cfg.Control, it.Cluster, it.Database)
 	if err != nil {
 		return err
@@ -46,7 +54,7 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		return request.Refusef("create_fork: database %q on cluster %q is registered as a fork copy for workspace %q by request %s",
 			it.Database, it.Cluster, row.Workspace, row.Request)
 	case row != nil && row.State == StateReady:
-		it.Method, it.Status = row.Method, "unchanged"
+		it.Method, it.Status, it.Fidelity = row.Method, "unchanged", row.Report
 		return nil
 	case row != nil:
 		request.Report(ctx, rep, step, "restarted", "an earlier attempt was interrupted; its database is dropped and made again")
@@ -55,165 +63,282 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		}
 	}
 	started := s.cfg.Now()
-	c := Copy{Cluster: it.Cluster, Database: it.Database, Workspace: fork, Datatable: it.Datatable, Mode: it.Mode,
-		ParentDatabase: it.ParentDatabase, Request: req.ID}
-	job, err := s.createCopyDatabase(ctx, rep, c, it)
+	plan, err := s.readParentPlan(ctx, it.Cluster, it.ParentDatabase, it.Mode)
 	if err != nil {
 		return err
 	}
-	defer job.src.Close()
-	defer job.dst.Close()
+	planned := s.cfg.Now()
+	if len(plan.Unreadable) > 0 && (it.Mode == ModeSchemaOnly || plan.templateOK() != "") { // a dump is needed
+		return request.Refusef("create_fork: datatable %q: the cluster's admin may not read table(s) %s of %s; pg_dump and a fork need SELECT on every table",
+			it.Datatable, strings.Join(plan.Unreadable, ", "), it.ParentDatabase)
+	}
+	c := Copy{Cluster: it.Cluster, Database: it.Database, Workspace: fork, Datatable: it.Datatable, Mode: it.Mode,
+		ParentDatabase: it.ParentDatabase, Request: req.ID, incarnation: incarnation}
+	job, err := s.startCopy(ctx, rep, c, it, plan)
+	if err != nil {
+		return err
+	}
+	defer job.close()
+	created := s.cfg.Now()
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
-	if it.Method == MethodDump {
-		total, err := s.copyTotal(ctx, it)
-		if err != nil {
-			return err
-		}
-		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s (%s)", job.tools.Version, job.tools.Dir,
-			it.ParentDatabase, it.Database, total))
-		job.progress = func(p loadProgress) { request.Report(ctx, rep, step, "progress", total.progress(it.Mode, p)) }
-		if err := s.load(ctx, *job); err != nil {
-			return fmt.Errorf("copy datatable %q into %q: %w", it.Datatable, it.Database, err)
-		}
+	fid, err := s.loadAndFinish(ctx, rep, step, it, plan, job)
+	if err != nil {
+		return fmt.Errorf("copy datatable %q into %q: %w", it.Datatable, it.Database, err)
 	}
 	crashpoint.HitOnce(CrashAfterLoad)
-	if _, err := s.cfg.Control.Exec(ctx, `UPDATE dataenv.fork_copies SET state = 'ready', ready_at = now()
-		WHERE cluster = $1 AND database = $2 AND created_by_request = $3`, c.Cluster, c.Database, c.Request); err != nil {
+	report, err := json.Marshal(fid)
+	if err != nil {
+		return err
+	}
+	if _, err := s.cfg.Control.Exec(ctx, `UPDATE dataenv.fork_copies SET state = 'ready', ready_at = now(), report = $4
+		WHERE cluster = $1 AND database = $2 AND created_by_request = $3`, c.Cluster, c.Database, c.Request, report); err != nil {
 		return retryable(fmt.Errorf("mark fork copy %q ready: %w", c.Database, err))
 	}
-	it.Status = "created"
-	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s", it.Database, it.Method, s.cfg.Now().Sub(started).Round(time.Millisecond)))
+	it.Status, it.Fidelity = "created", fid
+	done := s.cfg.Now()
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s, database created %s, loaded and finished %s)",
+		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), ms(created.Sub(planned)), ms(done.Sub(created))))
 	return nil
 }
 
+// copyJob is a copy whose database exists: how it was made and what its load needs.
+type copyJob struct {
+	owner    string
+	method   string
+	reason   string          // why a full_copy of an idle parent was not a TEMPLATE copy
+	template *schemaTemplate // MethodSchemaTemplate
+	// cloneUnavailable says why a full_copy by TEMPLATE was not a reflink clone.
+	cloneUnavailable string
+	tools            pgtool.Set     // MethodDump: at least as new as the cluster's server
+	src, dst         *cluster.Libpq // MethodDump: the parent as the admin, the copy as the owner
+}
+
+func (j *copyJob) close() {
+	j.src.Close()
+	j.dst.Close()
+}
+
+// startCopy creates the copy's database; a schema_only copy does it holding its datatable's
+// template lock, so that the template it copies cannot be rebuilt or dropped meanwhile.
+func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan) (*copyJob, error) {
+	if it.Mode != ModeSchemaOnly {
+		return s.createCopyDatabase(ctx, rep, c, it, plan, nil)
+	}
+	// A build of the template in progress holds the lock for as long as a restore takes: the copy
+	// does not wait for it and is restored from a dump instead. Another copy holds it briefly.
+	resource := it.Source + "/" + it.Datatable
+	held, err := lock.TryAcquire(ctx, s.cfg.Control, lock.ClassSchemaTemplate, resource)
+	if err != nil {
+		return nil, retryable(err)
+	}
+	if held == nil {
+		var building bool
+		if err := s.cfg.Control.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.schema_templates
+			WHERE workspace = $1 AND datatable = $2 AND state = 'building')`, it.Source, it.Datatable).Scan(&building); err != nil {
+			return nil, retryable(err)
+		}
+		if building {
+			return s.createCopyDatabase(ctx, rep, c, it, plan, nil)
+		}
+		if held, err = lock.Acquire(ctx, s.cfg.Control, lock.ClassSchemaTemplate, resource, nil); err != nil {
+			return nil, retryable(err)
+		}
+	}
+	defer func() { _ = held.Release(ctx) }()
+	ts, err := templatesOf(ctx, s.cfg.Control, it.Source, it.Datatable)
+	if err != nil {
+		return nil, err
+	}
+	return s.createCopyDatabase(ctx, rep, c, it, plan, ts)
+}
+
+// loadAndFinish restores a dump-made copy, finishes it, and says what it kept.
+func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step string, it *planItem, plan *parentPlan, job *copyJob) (*Fidelity, error) {
+	var left []notCarried
+	if job.method == MethodDump {
+		total, err := s.copyTotal(ctx, it)
+		if err != nil {
+			return nil, err
+		}
+		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s (%s)", job.tools.Version, job.tools.Dir,
+			it.ParentDatabase, it.Database, total))
+		rj := restoreJob{schemaOnly: it.Mode == ModeSchemaOnly, tools: job.tools, src: job.src, dst: job.dst, dstDB: it.Database,
+			leaveOut: plan.Uncreatable, every: s.cfg.ProgressEvery, progress: func(p loadProgress) {
+				request.Report(ctx, rep, step, "progress", total.progress(it.Mode, p))
+			}}
+		if it.Mode == ModeFullCopy {
+			rj.excludeData = plan.NoRowsPatterns
+			left = append(left, plan.NoRows...)
+		}
+		out, err := s.restore(ctx, rj)
+		if err != nil {
+			return nil, err
+		}
+		left = append(left, out...)
+	}
+	fj := finishJob{plan: plan, cluster: it.Cluster, database: it.Database, owner: job.owner, mode: it.Mode,
+		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly}
+	switch job.method {
+	case MethodTemplate, MethodClone:
+		for _, o := range plan.OwnerRoles {
+			if o.Name != job.owner {
+				fj.reown = append(fj.reown, o.Name)
+			}
+		}
+		left = append(left, plan.subscriptions()...)
+	case MethodSchemaTemplate:
+		if job.template.Owner != job.owner {
+			fj.reown = []string{job.template.Owner}
+		}
+		left = append(left, job.template.Report...)
+	}
+	more, err := s.finish(ctx, fj)
+	if err != nil {
+		return nil, err
+	}
+	return plan.fidelity(job, it.Mode, append(left, more...)), nil
+}
+
 // createCopyDatabase registers the copy and creates its database under the lifecycle lock, and
-// returns the libpq environments of the parent and the copy (and the tools) for the load.
-func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, c Copy, it *planItem) (*loadJob, error) {
-	job := &loadJob{mode: it.Mode, dstDB: it.Database, every: s.cfg.ProgressEvery}
+// for a dump returns the libpq environments of the parent (admin) and of the copy (owner).
+// A schema_only copy passes its datatable's templates (ts): the current one is copied, if any.
+func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
+	ts []schemaTemplate) (*copyJob, error) {
+	job := &copyJob{}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
 		}
-		conn, err := l.Connect(ctx, "")
+		owner, err := forkOwnerOf(ctx, l, c.Workspace, c.incarnation, c.Database)
 		if err != nil {
 			return err
 		}
-		defer conn.Close(context.WithoutCancel(ctx))
-		st, err := s.createDatabase(ctx, l, conn, c, func(detail string) {
+		job.owner = owner.Role
+		if len(ts) > 0 {
+			tplOwner, err := templateOwnerOf(ctx, l)
+			if err != nil {
+				return err
+			}
+			job.template = currentTemplate(ts, c.Cluster, c.ParentDatabase, plan.Fingerprint, tplOwner.Role)
+		}
+		if err := s.createDatabase(ctx, l, c, plan, job, func(detail string) {
 			request.Report(ctx, rep, fmt.Sprintf("copy datatable %s (%s)", it.Datatable, it.Mode), "copying", detail)
-		})
-		if err != nil {
+		}); err != nil {
 			return err
 		}
-		it.Method, it.CloneUnavailable, job.tools = st.method, st.cloneUnavailable, st.tools
+		it.Method, it.CloneUnavailable = job.method, job.cloneUnavailable
 		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.fork_copies SET method = $3 WHERE cluster = $1 AND database = $2`,
-			c.Cluster, c.Database, st.method); err != nil {
+			c.Cluster, c.Database, job.method); err != nil {
 			return retryable(err)
 		}
-		job.appRole = l.Cluster().AppRole
+		if job.method != MethodDump {
+			return nil
+		}
 		if job.src, err = l.Libpq(c.ParentDatabase); err != nil {
 			return err
 		}
-		job.dst, err = l.Libpq(c.Database)
+		job.dst, err = owner.libpq(ctx, c.Database)
 		return err
 	})
 	if err != nil {
-		job.src.Close()
-		job.dst.Close()
+		job.close()
 		return nil, err
 	}
 	return job, nil
 }
 
-// copyStart is how a copy's database was made.
-type copyStart struct {
-	method           string
-	cloneUnavailable string     // why an idle parent's full_copy did not clone
-	tools            pgtool.Set // MethodDump: the tools for the cluster's server version
-}
-
-// createDatabase creates the copy's marked database: a copy of the parent for a full_copy whose
-// parent has no other sessions (createFromTemplate), else an empty one for dump and restore,
-// once tools at least as new as the cluster's server are found (refused otherwise, before
-// anything is created).
-func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, conn *pgx.Conn, c Copy, report func(string)) (copyStart, error) {
-	var st copyStart
-	if c.Mode == ModeFullCopy {
-		idle, err := noOtherSessions(ctx, conn, c.ParentDatabase)
-		if err != nil {
-			return st, err
+// createDatabase creates the copy's marked database, owned by job.owner and closed to PUBLIC
+// until finish sets the parent's access list: a TEMPLATE copy of the current schema template
+// (schema_only) or a copy of the parent (full_copy whose parent may be copied that way,
+// templateOK: createFromParent), else an empty database with the parent's locale for dump and
+// restore, once tools at least as new as the cluster's server are found (refused otherwise,
+// before anything is created). A template copy refused meanwhile (a session connected, or the
+// admin may not copy that database) falls back to the dump.
+func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy, plan *parentPlan, job *copyJob, report func(string)) error {
+	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace, Owner: job.owner, Private: true}
+	var err error
+	switch {
+	case c.Mode == ModeSchemaOnly && job.template != nil:
+		topts := opts
+		topts.Template = job.template.Database
+		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database)
+		if _, err = l.CreateMarkedDatabase(ctx, c.Database, topts); err == nil {
+			job.method = MethodSchemaTemplate
+			return nil
 		}
-		if idle {
-			if err := s.createFromTemplate(ctx, l, conn, c, &st, report); err != nil || st.method != "" {
-				return st, err
+	case c.Mode == ModeFullCopy:
+		if job.reason = plan.templateOK(); job.reason == "" {
+			if err = s.createFromParent(ctx, l, c, opts, job, report); err == nil {
+				return nil
 			}
 		}
 	}
-	tools, err := s.cfg.Tools.For(ctx, cluster.ServerVersion(conn))
 	if err != nil {
-		return st, request.Refusef("copy %s of cluster %q: %v", c.ParentDatabase, c.Cluster, err)
-	}
-	if _, err := l.CreateMarkedDatabase(ctx, c.Database, cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace}); err != nil {
-		return st, err
-	}
-	st.method, st.tools = MethodDump, tools
-	return st, nil
-}
-
-// createFromTemplate copies an idle parent into the copy's database: by clone where the cluster
-// can (cluster.Locked.CanClone: PostgreSQL 18+, a data directory on a file system that clones),
-// else by TEMPLATE, today's default; st.cloneUnavailable says why it did not clone. A clone that
-// fails is made again by TEMPLATE. When the template copy itself is refused (a session connected
-// meanwhile, or the admin may not copy that database) st.method stays empty: the caller dumps
-// and restores instead.
-func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, conn *pgx.Conn, c Copy, st *copyStart, report func(string)) error {
-	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace, Template: c.ParentDatabase}
-	ok, why, err := l.CanClone(ctx, conn)
-	if err != nil {
-		return err
-	}
-	if ok {
-		opts.Clone = true
-		report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase + " STRATEGY FILE_COPY (file_copy_method = clone)")
-		_, err := l.CreateMarkedDatabase(ctx, c.Database, opts)
-		if err == nil {
-			st.method = MethodClone
-			return nil
-		}
-		if templateRefused(err) {
-			s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
-			return nil
-		}
-		why = "the clone failed (" + err.Error() + ")"
-		s.log.Info("clone failed; copying by TEMPLATE", "database", c.Database, "error", err)
-		opts.Clone = false
-	}
-	st.cloneUnavailable = why
-	report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase)
-	if _, err := l.CreateMarkedDatabase(ctx, c.Database, opts); err != nil {
 		if !templateRefused(err) {
 			return err
 		}
 		s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
-		return nil
+		job.reason, job.template, job.cloneUnavailable = "CREATE DATABASE ... TEMPLATE was refused: "+pgMessage(err), nil, ""
 	}
-	st.method = MethodTemplate
+	tools, err := s.toolsFor(ctx, plan)
+	if err != nil {
+		return request.Refusef("copy %s of cluster %q: %v", c.ParentDatabase, c.Cluster, err)
+	}
+	opts.Locale = &plan.Locale
+	if _, err := l.CreateMarkedDatabase(ctx, c.Database, opts); err != nil {
+		return err
+	}
+	job.method, job.tools = MethodDump, tools
 	return nil
+}
+
+// createFromParent copies an idle parent into the copy's database: by reflink clone where the
+// cluster can (cluster.Locked.CanClone: PostgreSQL 18+, a data directory on a file system that
+// clones), else by TEMPLATE; job.cloneUnavailable says why it did not clone. A clone that fails
+// other than by being refused is made again by TEMPLATE. A refusal (templateRefused) is returned.
+func (s *Service) createFromParent(ctx context.Context, l *cluster.Locked, c Copy, opts cluster.CreateOptions, job *copyJob,
+	report func(string)) error {
+	opts.Template = c.ParentDatabase
+	conn, err := l.Connect(ctx, "")
+	if err != nil {
+		return err
+	}
+	ok, why, err := l.CanClone(ctx, conn)
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	if ok {
+		copts := opts
+		copts.Clone = true
+		report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase + " STRATEGY FILE_COPY (file_copy_method = clone)")
+		_, err := l.CreateMarkedDatabase(ctx, c.Database, copts)
+		if err == nil || templateRefused(err) {
+			job.method = MethodClone
+			return err
+		}
+		why = "the clone failed (" + err.Error() + ")"
+		s.log.Info("clone failed; copying by TEMPLATE", "database", c.Database, "error", err)
+	}
+	job.cloneUnavailable = why
+	report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase)
+	if _, err := l.CreateMarkedDatabase(ctx, c.Database, opts); err != nil {
+		return err
+	}
+	job.method = MethodTemplate
+	return nil
+}
+
+// toolsFor finds pg_dump and pg_restore at least as new as the plan's server.
+func (s *Service) toolsFor(ctx context.Context, plan *parentPlan) (pgtool.Set, error) {
+	return s.cfg.Tools.For(ctx, fmt.Sprintf("%d.%d", plan.serverNum/10000, plan.serverNum%10000))
 }
 
 // templateRefused: 55006 (the template has sessions) or 42501 (the admin may not clone it).
 func templateRefused(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "55006" || pgErr.Code == "42501")
-}
-
-func noOtherSessions(ctx context.Context, conn *pgx.Conn, database string) (bool, error) {
-	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid()`,
-		database).Scan(&n); err != nil {
-		return false, retryable(fmt.Errorf("count the sessions of %q: %w", database, err))
-	}
-	return n == 0, nil
 }
 
 func humanBytes(b int64) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -51,9 +52,14 @@ type planItem struct {
 	Database       string `json:"database"`        // what the fork's entry names
 	ParentDatabase string `json:"parent_database"` // what the parent resolved to
 	Method         string `json:"method,omitempty"`
+	Status         string `json:"status,omitempty"`
+	// Source is the workspace whose entry names ParentDatabase (the parent, or the ancestor its
+	// keep_original chain reaches): the entry a schema template belongs to.
+	Source string `json:"source,omitempty"`
+	// Fidelity says what the copy kept of its parent (owner, mapped roles, what was not carried).
+	Fidelity *Fidelity `json:"fidelity,omitempty"`
 	// CloneUnavailable says why a full_copy of an idle parent was not a reflink clone.
 	CloneUnavailable string `json:"clone_unavailable,omitempty"`
-	Status           string `json:"status,omitempty"`
 }
 
 // ForkResult is the result of a create_fork request.
@@ -107,17 +113,21 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 	if err := s.cleanupPreviousIncarnation(ctx, rep, req, args.Fork); err != nil {
 		return nil, err
 	}
+	incarnation, err := requestCreatedAt(ctx, pool, req)
+	if err != nil {
+		return nil, err
+	}
 	for i := range plan {
 		if plan[i].Mode == ModeKeepOriginal {
 			continue
 		}
-		if err := s.ensureCopy(ctx, req, rep, args.Fork, &plan[i]); err != nil {
-			return nil, s.rollback(ctx, req, rep, args.Fork, err)
+		if err := s.ensureCopy(ctx, req, rep, args.Fork, incarnation, &plan[i]); err != nil {
+			return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 		}
 	}
 	crashpoint.HitOnce(CrashBeforeCommit)
-	if err := s.commitFork(ctx, req, args, plan); err != nil {
-		return nil, s.rollback(ctx, req, rep, args.Fork, err)
+	if err := s.commitFork(ctx, req, args, incarnation, plan); err != nil {
+		return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 	}
 	request.Report(ctx, rep, "workspace "+args.Fork, "created", fmt.Sprintf("fork of %s with %d datatable(s)", args.Parent, len(plan)))
 	return s.prepare(ctx, rep, &ForkResult{Workspace: args.Fork, Parent: args.Parent, Datatables: plan, SharedLakes: args.SharedLakes})
@@ -162,7 +172,7 @@ func (s *Service) plan(ctx context.Context, req *request.Request, args createArg
 	for _, d := range dts {
 		known[d.Datatable] = true
 		item := planItem{Datatable: d.Datatable, Mode: args.Datatables[d.Datatable], Cluster: d.Cluster,
-			Database: d.Database, ParentDatabase: d.Database}
+			Database: d.Database, ParentDatabase: d.Database, Source: d.ResolvedFrom}
 		if item.Mode == "" {
 			item.Mode = ModeKeepOriginal
 		}
@@ -204,6 +214,9 @@ func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Re
 	if len(stale) > 0 {
 		request.Report(ctx, rep, "previous incarnation of "+fork, "started", fmt.Sprintf("%d fork copies left by an earlier fork %s: dropping them first", len(stale), fork))
 	}
+	if err := s.dropTemplatesOf(ctx, rep, fork); err != nil {
+		return request.Refusef("create_fork: an earlier fork %q left schema templates that cannot be dropped yet (%v); the fork is not created until they are", fork, err)
+	}
 	if _, failed := s.dropCopies(ctx, rep, stale); len(failed) > 0 {
 		return request.Refusef("create_fork: an earlier fork %q left copies that cannot be dropped yet (%s); the fork is not created until they are",
 			fork, failureText(failed))
@@ -219,7 +232,7 @@ func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Re
 // rollback drops every copy this request made, so that a failed create_fork leaves nothing
 // behind (registry rows of copies whose drop fails stay, and the next create_fork or drop_fork
 // of this id retries them). It returns cause, with what could not be cleaned up.
-func (s *Service) rollback(ctx context.Context, req *request.Request, rep request.Reporter, fork string, cause error) error {
+func (s *Service) rollback(ctx context.Context, req *request.Request, rep request.Reporter, fork string, incarnation time.Time, cause error) error {
 	ctx = context.WithoutCancel(ctx)
 	copies, err := Copies(ctx, s.cfg.Control, fork)
 	if err != nil {
@@ -234,13 +247,27 @@ func (s *Service) rollback(ctx context.Context, req *request.Request, rep reques
 	if _, failed := s.dropCopies(ctx, rep, mine); len(failed) > 0 {
 		return fmt.Errorf("%w (copies left registered for a later cleanup: %s)", cause, failureText(failed))
 	}
+	if err := s.dropForkRoles(ctx, rep, fork, incarnation); err != nil {
+		return fmt.Errorf("%w (the fork's workspace role is left for a later cleanup: %v)", cause, err)
+	}
 	return cause
+}
+
+// requestCreatedAt is the create_fork request's created_at, read from the control database: the
+// fork's incarnation (its workspace row's created_at, and what its workspace roles are made for
+// before that row exists).
+func requestCreatedAt(ctx context.Context, q control.Querier, req *request.Request) (time.Time, error) {
+	var at time.Time
+	if err := q.QueryRow(ctx, `SELECT created_at FROM dataenv.requests WHERE id = $1`, req.ID).Scan(&at); err != nil {
+		return at, retryable(fmt.Errorf("read the created_at of request %s: %w", req.ID, err))
+	}
+	return at, nil
 }
 
 // commitFork creates the workspace row and its datatable entries in one transaction, under the
 // lifecycle locks of the clusters they name (in name order); triggers of other areas add their
 // rows (the lakes area stamps the fork's lakes).
-func (s *Service) commitFork(ctx context.Context, req *request.Request, args createArgs, plan []planItem) error {
+func (s *Service) commitFork(ctx context.Context, req *request.Request, args createArgs, incarnation time.Time, plan []planItem) error {
 	return pgx.BeginFunc(ctx, s.cfg.Control, func(tx pgx.Tx) error {
 		for _, c := range clustersOf(plan) {
 			if err := lock.XactLifecycle(ctx, tx, c); err != nil {
@@ -254,20 +281,38 @@ func (s *Service) commitFork(ctx context.Context, req *request.Request, args cre
 		if !parentThere {
 			return request.Refusef("create_fork: workspace %q was dropped while its fork was being made", args.Parent)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO dataenv.workspaces (id, is_fork, parent, shared_lakes, created_by, created_by_request)
-			VALUES ($1, true, $2, $3, $4, $5)`, args.Fork, args.Parent, args.SharedLakes, req.RequestedBy, req.ID); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO dataenv.workspaces (id, is_fork, parent, shared_lakes, created_by, created_by_request, created_at)
+			VALUES ($1, true, $2, $3, $4, $5, $6)`, args.Fork, args.Parent, args.SharedLakes, req.RequestedBy, req.ID, incarnation); err != nil {
 			return fmt.Errorf("create workspace %q: %w", args.Fork, err)
 		}
-		for _, it := range plan {
+		for i, it := range plan {
 			if _, err := tx.Exec(ctx, `INSERT INTO dataenv.datatables (workspace, name, cluster, database, source, created_by)
 				VALUES ($1, $2, $3, $4, $5, $6)`, args.Fork, it.Datatable, it.Cluster, it.Database, it.Mode, req.RequestedBy); err != nil {
 				return fmt.Errorf("record datatable %q of fork %q: %w", it.Datatable, args.Fork, err)
+			}
+			if err := enqueueTemplate(ctx, tx, req, &plan[i]); err != nil {
+				return retryable(fmt.Errorf("request the schema template of datatable %q: %w", it.Datatable, err))
 			}
 		}
 		// The fork's lake entries are stamped by the AFTER INSERT trigger on dataenv.workspaces
 		// (sqlapi/043_lake_forks.sql), in this same transaction.
 		return nil
 	})
+}
+
+// enqueueTemplate asks for the schema template of a schema_only copy that was restored from a
+// dump (the parent's schema changed, or it had none), so that the next fork of an unchanged
+// parent is a TEMPLATE copy; the build runs as its own request, after this one.
+func enqueueTemplate(ctx context.Context, tx pgx.Tx, req *request.Request, it *planItem) error {
+	if it.Mode != ModeSchemaOnly || it.Method != MethodDump || it.Fidelity == nil || it.Source == "" {
+		return nil
+	}
+	id, err := enqueueTemplateRefresh(ctx, tx, it.Source, it.Datatable, req.RequestedBy)
+	if err != nil {
+		return err
+	}
+	it.Fidelity.SchemaTemplate = &TemplateUse{Status: "building", Request: id}
+	return nil
 }
 
 func clustersOf(plan []planItem) []string {
@@ -298,7 +343,7 @@ func (s *Service) describe(ctx context.Context, args createArgs) (*ForkResult, e
 		it := planItem{Datatable: d.Datatable, Mode: d.Mode, Cluster: d.Cluster, Database: d.Database, Status: "unchanged"}
 		for _, c := range copies {
 			if c.Cluster == d.Cluster && c.Database == d.Database {
-				it.ParentDatabase, it.Method = c.ParentDatabase, c.Method
+				it.ParentDatabase, it.Method, it.Fidelity = c.ParentDatabase, c.Method, c.Report
 			}
 		}
 		res.Datatables = append(res.Datatables, it)

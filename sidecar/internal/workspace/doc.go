@@ -38,14 +38,22 @@
 //  2. Copies registered for the fork id by another request are a previous incarnation's
 //     leftovers: dropped first (guarded), together with other areas' leftovers (ForkCleaner);
 //     while any of it fails the request is refused, so a new fork never reattaches stale data.
-//  3. Per copied datatable: a ready row of this request is kept; a row of this request still
-//     "creating" is an interrupted attempt, dropped and made again. Under the lock: registry
-//     row, then the marked database (cluster.Locked.CreateMarkedDatabase): by TEMPLATE for a
-//     full_copy whose parent has no other session, else empty. Without the lock: pg_dump
-//     --schema-only | psql --single-transaction (schema_only) or pg_dump -Fc | pg_restore
-//     --single-transaction (full_copy, parent in use), as the cluster's admin with its TLS
-//     settings (cluster.Libpq), objects owned by the application role, progress steps every
-//     Config.ProgressEvery. Then the row is marked ready.
+//  3. Per copied datatable (copy.go): a ready row of this request is kept; a row of this request
+//     still "creating" is an interrupted attempt, dropped and made again. The parent's plan is
+//     read (parent.go: owner roles, privileges, default privileges, settings, the database's
+//     ACL, locale, sequence positions, what a non-superuser may not create, the schema
+//     fingerprint). Under the lock: registry row, then the marked database, owned by the fork's
+//     owner (owner.go, forkOwnerOf: the one place that names it) and closed to PUBLIC: a TEMPLATE
+//     copy of the datatable's current schema template (schema_only, template.go), of the parent
+//     (full_copy, parentPlan.templateOK), else empty with the parent's locale. Without the lock
+//     (restore.go): pg_dump -Fc --no-owner --no-acl [--schema-only] as the admin, pg_restore
+//     --single-transaction connected as the owner, leaving out by catalog and OID what the owner
+//     may not create, progress steps every Config.ProgressEvery. Then finish.go maps the owners
+//     (ALTER ... OWNER in TEMPLATE copies), sets privileges, default privileges, sequences,
+//     settings and the database's ACL like the parent's, reporting what it may not carry; the row
+//     is marked ready with the report (fork_copies.report). A schema_only copy made by dump
+//     enqueues a refresh_schema_template request (in the commit of step 4) that builds the
+//     entry's template.
 //  4. One transaction, under the lifecycle locks of every cluster involved (in name order): the
 //     fork's workspace row (is_fork, parent, created_by = requester, who becomes a member), its
 //     datatable entries; the lake area's trigger on dataenv.workspaces gives the fork its lake
@@ -54,6 +62,17 @@
 // A failure in 3 or 4 drops every copy this request made (rollback) before the request fails; a
 // crash anywhere is converged by the rerun through the rules of 1 and 3. Crash points:
 // fork.after_create_database, fork.after_load, fork.before_commit.
+//
+// # Schema templates
+//
+// refresh_schema_template(workspace, datatable), under the entry's template lock (taken before
+// any lifecycle lock; a schema_only copy holds it while it copies the template): the entry gone →
+// its templates are dropped; else the template whose fingerprint is the parent's current one is
+// kept, or a new one is built (registered building, marked private database, schema-only
+// restore as the template owner, privileges set, connections refused, ready) and the others are
+// dropped (guarded like fork copies: prefix, record, marker, no other use). Removing a datatable
+// entry enqueues the request (trigger in sqlapi/028_schema_templates.sql); drop_fork drops its
+// entries' templates before its copies.
 //
 // # drop_fork
 //

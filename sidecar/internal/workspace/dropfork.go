@@ -49,8 +49,9 @@ func (s *Service) handleDropFork(ctx context.Context, req *request.Request, rep 
 
 // dropFork drops the fork (and, with cascade, its descendants first): for each workspace, the
 // row goes first (its datatables stop naming the copies; what remains is the registry, the
-// cleanup ledger), then other areas' cleanups, then each copy, whose registry row is deleted only
-// after its drop succeeded. Anything that fails is reported and stays registered: running
+// cleanup ledger), then its schema templates and each copy, whose registry row is deleted only
+// after its drop succeeded, then other areas' cleanups (the fork's workspace roles last: they own
+// the copies). Anything that fails is reported and stays registered: running
 // drop_fork again retries exactly that.
 func (s *Service) dropFork(ctx context.Context, req *request.Request, rep request.Reporter, args dropArgs) (*DropResult, error) {
 	targets, err := s.dropTargets(ctx, req, args)
@@ -70,10 +71,9 @@ func (s *Service) dropFork(ctx context.Context, req *request.Request, rep reques
 			request.Report(ctx, rep, "workspace "+t, "dropped", "")
 		}
 		crashpoint.HitOnce(CrashAfterWorkspaceDrop)
-		for _, c := range s.cfg.Cleaners {
-			if err := c.CleanupFork(ctx, t, rep); err != nil {
-				cleanupErrs = append(cleanupErrs, fmt.Sprintf("workspace %s: %v", t, err))
-			}
+		// Templates of the fork's entries first: a template counts as a use of the copy it copies.
+		if err := s.dropTemplatesOf(ctx, rep, t); err != nil {
+			cleanupErrs = append(cleanupErrs, fmt.Sprintf("workspace %s: %v", t, err))
 		}
 		copies, err := Copies(ctx, s.cfg.Control, t)
 		if err != nil {
@@ -82,6 +82,14 @@ func (s *Service) dropFork(ctx context.Context, req *request.Request, rep reques
 		dropped, f := s.dropCopies(ctx, rep, copies)
 		res.Dropped = append(res.Dropped, dropped...)
 		failed = append(failed, f...)
+		// Then the other areas' cleanups, the workspace's roles among them (cluster.Admin's
+		// CleanupFork): the copies are owned by the fork's role, which cannot be dropped while
+		// it owns a database.
+		for _, c := range s.cfg.Cleaners {
+			if err := c.CleanupFork(ctx, t, rep); err != nil {
+				cleanupErrs = append(cleanupErrs, fmt.Sprintf("workspace %s: %v", t, err))
+			}
+		}
 	}
 	if len(failed) > 0 || len(cleanupErrs) > 0 {
 		msg := "drop_fork: " + args.Fork + ": "

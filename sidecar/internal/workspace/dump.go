@@ -2,138 +2,17 @@ package workspace
 
 import (
 	"bytes"
-	"context"
-	"errors"
-	"fmt"
-	"io"
 	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/dataenv/dataenv/sidecar/internal/cluster"
-	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 )
-
-// loadJob is one dump-and-restore: parent (src) into the fork copy (dst), run as the cluster's
-// admin with the cluster's TLS settings (cluster.Libpq), objects owned by the application role.
-type loadJob struct {
-	mode     string     // schema_only or full_copy
-	tools    pgtool.Set // at least as new as the cluster's server
-	src, dst *cluster.Libpq
-	dstDB    string
-	appRole  string
-	progress func(p loadProgress)
-	every    time.Duration
-}
 
 // loadProgress is how far a load is: bytes streamed between the tools, and (pg_restore
 // --verbose) objects created and tables whose data loading started.
 type loadProgress struct {
 	Bytes, Objects, Tables int64
-}
-
-// load copies the parent into the (empty) fork copy:
-//
-//	schema_only: pg_dump --schema-only --no-owner | psql -1 -v ON_ERROR_STOP=1 (after SET ROLE)
-//	full_copy:   pg_dump -Fc --no-owner | pg_restore --no-owner --role=<app> --single-transaction
-//
-// Both restore in one transaction: a copy is either complete or empty, never half loaded by a
-// finished tool. The children die with the sidecar (Pdeathsig); a copy interrupted any other
-// way is still in state creating and is dropped and made again by the next attempt.
-func (s *Service) load(ctx context.Context, j loadJob) error {
-	var restore *exec.Cmd
-	var prelude string
-	dumpArgs := []string{"--no-owner", "--no-password"}
-	if j.mode == ModeSchemaOnly {
-		dumpArgs = append(dumpArgs, "--schema-only")
-		restore = exec.CommandContext(ctx, j.tools.Path(pgtool.Psql), "-X", "-q", "--no-password", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f", "-")
-		prelude = "SET ROLE " + pgx.Identifier{j.appRole}.Sanitize() + ";\n"
-	} else {
-		dumpArgs = append(dumpArgs, "--format=custom", "--compress=0")
-		restore = exec.CommandContext(ctx, j.tools.Path(pgtool.PgRestore), "--no-owner", "--no-password", "--role="+j.appRole,
-			"--single-transaction", "--exit-on-error", "--verbose", "--dbname="+j.dstDB)
-	}
-	producer := exec.CommandContext(ctx, j.tools.Path(pgtool.PgDump), dumpArgs...)
-	producer.Env, restore.Env = j.src.Environ(), j.dst.Environ()
-	return runPipeline(ctx, producer, restore, prelude, j.progress, j.every)
-}
-
-// runPipeline runs producer | consumer with Go copying in between (counting bytes), and reports
-// progress every interval. stderr of each tool (bounded) goes into the error.
-func runPipeline(ctx context.Context, producer, consumer *exec.Cmd, prelude string, progress func(loadProgress), every time.Duration) error {
-	for _, c := range []*exec.Cmd{producer, consumer} {
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		c.WaitDelay = 5 * time.Second
-	}
-	var objects, tables atomic.Int64
-	prodErr, consErr := &tail{}, &tail{objects: &objects, tables: &tables}
-	producer.Stderr, consumer.Stderr = prodErr, consErr
-	out, err := producer.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	in, err := consumer.StdinPipe()
-	if err != nil {
-		return err
-	}
-	if err := consumer.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", consumer.Path, err)
-	}
-	if err := producer.Start(); err != nil {
-		_ = in.Close()
-		_ = consumer.Wait()
-		return fmt.Errorf("start %s: %w", producer.Path, err)
-	}
-	var copied atomic.Int64
-	now := func() loadProgress { return loadProgress{copied.Load(), objects.Load(), tables.Load()} }
-	stop := reportEvery(every, func() { progress(now()) })
-	copyErr := pump(in, out, prelude, &copied)
-	_ = in.Close()
-	pe, ce := producer.Wait(), consumer.Wait()
-	stop()
-	progress(now())
-	switch {
-	case ce != nil:
-		return fmt.Errorf("%s failed (%v): %s", toolName(consumer), ce, consErr.String())
-	case pe != nil:
-		return fmt.Errorf("%s failed (%v): %s", toolName(producer), pe, prodErr.String())
-	case copyErr != nil:
-		return fmt.Errorf("copy %s output into %s: %w", toolName(producer), toolName(consumer), copyErr)
-	case ctx.Err() != nil:
-		return ctx.Err()
-	}
-	return nil
-}
-
-// pump writes prelude, then everything from out, into in. On a write error (the consumer
-// stopped) it closes out so that the producer stops too.
-func pump(in io.Writer, out io.ReadCloser, prelude string, copied *atomic.Int64) error {
-	if _, err := io.WriteString(in, prelude); err != nil {
-		_ = out.Close()
-		return err
-	}
-	buf := make([]byte, 256<<10)
-	for {
-		n, rerr := out.Read(buf)
-		if n > 0 {
-			if _, werr := in.Write(buf[:n]); werr != nil {
-				_ = out.Close()
-				return werr
-			}
-			copied.Add(int64(n))
-		}
-		if errors.Is(rerr, io.EOF) {
-			return nil
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
 }
 
 // reportEvery calls fn every interval until the returned stop is called.

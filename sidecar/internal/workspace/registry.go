@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/google/uuid"
@@ -23,6 +24,10 @@ type Copy struct {
 	Method         string    `json:"method,omitempty"`
 	State          string    `json:"state"`
 	Request        uuid.UUID `json:"request"`
+	Report         *Fidelity `json:"report,omitempty"`
+	// incarnation is the created_at the fork's workspace row is committed with (the create_fork
+	// request's): the incarnation its workspace role is made for while the copies are made.
+	incarnation time.Time
 }
 
 // Copy states.
@@ -31,11 +36,11 @@ const (
 	StateReady    = "ready"
 )
 
-const copyColumns = `cluster, database, workspace, datatable, mode, parent_database, coalesce(method, ''), state, created_by_request`
+const copyColumns = `cluster, database, workspace, datatable, mode, parent_database, coalesce(method, ''), state, created_by_request, report`
 
 func scanCopy(row pgx.CollectableRow) (Copy, error) {
 	var c Copy
-	return c, row.Scan(&c.Cluster, &c.Database, &c.Workspace, &c.Datatable, &c.Mode, &c.ParentDatabase, &c.Method, &c.State, &c.Request)
+	return c, row.Scan(&c.Cluster, &c.Database, &c.Workspace, &c.Datatable, &c.Mode, &c.ParentDatabase, &c.Method, &c.State, &c.Request, &c.Report)
 }
 
 // Copies lists the registered fork copies of workspace (a dropped workspace's leftovers too),

@@ -23,10 +23,12 @@ const (
 
 // Crash points (sidecar/crashpoint) of the fork side effects.
 const (
-	CrashAfterCreateDatabase = "fork.after_create_database" // copy database created, nothing loaded
-	CrashAfterLoad           = "fork.after_load"            // copy loaded, not yet marked ready
-	CrashBeforeCommit        = "fork.before_commit"         // copies ready, fork workspace not committed
-	CrashAfterWorkspaceDrop  = "fork.after_workspace_drop"  // drop_fork: workspace row gone, copies not dropped
+	CrashAfterCreateDatabase = "fork.after_create_database"          // copy database created, nothing loaded
+	CrashAfterLoad           = "fork.after_load"                     // copy loaded, not yet marked ready
+	CrashBeforeCommit        = "fork.before_commit"                  // copies ready, fork workspace not committed
+	CrashAfterWorkspaceDrop  = "fork.after_workspace_drop"           // drop_fork: workspace row gone, copies not dropped
+	CrashTemplateCreated     = "fork.template.after_create_database" // schema template database created, empty
+	CrashTemplateLoaded      = "fork.template.after_load"            // schema template restored, not ready
 )
 
 // ForkCleaner is another area's cleanup of what it holds for a fork (the lake area: fork
@@ -111,6 +113,7 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Register(reg *request.Registry) {
 	reg.Register(KindCreateFork, request.HandlerFunc(s.handleCreateFork))
 	reg.Register(KindDropFork, request.HandlerFunc(s.handleDropFork))
+	reg.Register(KindRefreshSchemaTemplate, request.HandlerFunc(s.handleRefreshTemplate))
 }
 
 // Register builds a Service from cfg and registers its handlers in reg: the composition root's

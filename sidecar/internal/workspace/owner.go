@@ -1,0 +1,79 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// copyOwner is the role that owns a copy (the database and everything in it) and how a restore
+// reaches the cluster as that role.
+type copyOwner struct {
+	Role string
+	// libpq is the libpq environment of a database as Role (restores run as the owner, never as
+	// the admin); valid only while the cluster's lifecycle lock that produced it is held. The
+	// caller closes the environment.
+	libpq func(ctx context.Context, database string) (*cluster.Libpq, error)
+}
+
+// forkOwnerOf is the one place that says which role owns workspace's copies on a cluster
+// (../shared/DESIGN.md, "Ownership in fork copies"): the workspace's own managed role on that
+// cluster (cluster.Locked.EnsureWorkspaceRoleAt: the fork's workspace row is committed only
+// after its copies are made, with created_at = incarnation). Every copy method maps the
+// parent's owner roles to what this returns; nothing else in the package names the role. The
+// copy's database is recorded for the role (NoteWorkspaceDatabase) before it is created.
+func forkOwnerOf(ctx context.Context, l *cluster.Locked, workspace string, incarnation time.Time, database string) (copyOwner, error) {
+	role, err := l.EnsureWorkspaceRoleAt(ctx, workspace, incarnation)
+	if err != nil {
+		return copyOwner{}, err
+	}
+	if err := l.NoteWorkspaceDatabase(ctx, workspace, database); err != nil {
+		return copyOwner{}, err
+	}
+	return copyOwner{Role: role.Name, libpq: func(ctx context.Context, database string) (*cluster.Libpq, error) {
+		return l.WorkspaceLibpqAt(ctx, workspace, incarnation, database)
+	}}, nil
+}
+
+// templateOwnerOf is the role that owns a schema template's objects: the cluster's application
+// role, which no workspace acts as (workspace roles are not its members). A template is copied
+// into every fork of its datatable, and each copy is then re-owned by that fork's owner.
+func templateOwnerOf(_ context.Context, l *cluster.Locked) (copyOwner, error) {
+	return copyOwner{Role: l.Cluster().AppRole, libpq: l.AppLibpq}, nil
+}
+
+// dropForkRoles drops the workspace roles a create_fork that failed made for its incarnation on
+// the clusters they were made on (its copies are dropped first): a fork that was never committed
+// keeps no role. A role recorded for another incarnation is left to the cleanups of that one.
+func (s *Service) dropForkRoles(ctx context.Context, rep request.Reporter, fork string, incarnation time.Time) error {
+	rows, err := s.cfg.Control.Query(ctx, `SELECT cluster FROM dataenv.workspace_roles WHERE workspace = $1 AND incarnation = $2 ORDER BY 1`,
+		fork, incarnation)
+	if err != nil {
+		return retryable(fmt.Errorf("list the roles of fork %q: %w", fork, err))
+	}
+	var clusters []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return retryable(err)
+		}
+		clusters = append(clusters, c)
+	}
+	if err := rows.Err(); err != nil {
+		return retryable(err)
+	}
+	var errs []error
+	for _, c := range clusters {
+		if err := s.cfg.Clusters.WithLifecycleLock(ctx, c, rep, func(ctx context.Context, l *cluster.Locked) error {
+			return l.DropWorkspaceRole(ctx, fork)
+		}); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", c, err))
+		}
+	}
+	return errors.Join(errs...)
+}
