@@ -5,7 +5,7 @@
 CREATE OR REPLACE VIEW dataenv.materialization_all AS
 SELECT DISTINCT ON (workspace, lake, table_name)
        workspace, lake, table_name, status, strategy, snapshot_id, row_count, columns, metadata_schema,
-       request_id, error, created_at
+       request_id, error, created_at, source
   FROM dataenv.materializations
  ORDER BY workspace, lake, table_name, id DESC;
 COMMENT ON VIEW dataenv.materialization_all IS 'Internal: the latest materialization of each lake table per workspace.';

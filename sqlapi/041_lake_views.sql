@@ -14,13 +14,20 @@ COMMENT ON VIEW dataenv.storage_info IS 'Registered storages without their crede
 
 CREATE OR REPLACE VIEW dataenv.lake_info WITH (security_barrier) AS
 SELECT l.workspace, l.name, l.catalog_cluster, l.catalog_database, l.storage,
-       s.url || '/' || l.data_path AS data_url, l.data_path, l.extra_args,
-       coalesce(l.fork_behavior, 'root') AS fork_behavior, l.created_at, l.updated_at
+       CASE WHEN l.fork_behavior = 'isolated' THEN r.storage_url || '/' || pg_catalog.rtrim(r.data_path, '/')
+            ELSE s.url || '/' || l.data_path END AS data_url,
+       l.data_path, l.extra_args,
+       coalesce(l.fork_behavior, 'root') AS fork_behavior, l.created_at, l.updated_at,
+       CASE WHEN l.fork_behavior = 'isolated' THEN r.metadata_schema
+            ELSE coalesce(l.extra_args->>'METADATA_SCHEMA', 'public') END AS metadata_schema
   FROM dataenv.lakes l
   JOIN dataenv.storages s ON s.name = l.storage
+  LEFT JOIN LATERAL (SELECT n.storage_url, n.data_path, n.metadata_schema FROM dataenv.fork_lake_namespaces n
+                      WHERE n.workspace = l.workspace AND n.lake = l.name AND NOT n.schema_dropped
+                      ORDER BY n.last_attached_at DESC NULLS LAST LIMIT 1) r ON l.fork_behavior = 'isolated'
  WHERE dataenv.can_use_workspace(l.workspace);
 COMMENT ON VIEW dataenv.lake_info IS
-    'Lakes of the workspaces the caller may use: catalog database, where the files live, extra ATTACH options, and for a fork whether the lake is isolated or shared.';
+    'Lakes of the workspaces the caller may use: catalog database, where the workspace''s own files live (data_url: for an isolated fork its prefix under __dataenv_forks/, once create_fork made its namespace) and its metadata_schema, extra ATTACH options, and for a fork whether the lake is isolated or shared.';
 
 CREATE OR REPLACE VIEW dataenv.fork_lake_namespace_list WITH (security_barrier) AS
 SELECT workspace, lake, metadata_schema, catalog_cluster, catalog_database, storage, storage_url,

@@ -141,8 +141,13 @@ func TestCreateForkRefusedWhileOldSchemaRemains(t *testing.T) {
 	if row := e.createFork("dev", "prod"); row.Status != "succeeded" {
 		t.Fatalf("create after the leftover became droppable: %s %s", row.Status, deref(row.Error))
 	}
-	if e.schemaExists(schema) {
-		t.Fatal("the leftover schema was not dropped")
+	// The new fork has a namespace of its own again (create_fork makes it): a new schema, with
+	// the new fork's marker, without the old fork's table.
+	if got := queryString(t, catalog, `SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, schema); got != names.Marker+"; lake fork namespace; workspace dev; lake main" {
+		t.Fatalf("the leftover schema was not dropped: its comment is %q", got)
+	}
+	if got := queryString(t, catalog, fmt.Sprintf(`SELECT count(*)::text FROM %s.ducklake_table WHERE table_name = 't' AND end_snapshot IS NULL`, schema)); got != "0" {
+		t.Fatalf("the old fork's table is in the new namespace: %s", got)
 	}
 	if got := queryString(t, e.conn, `SELECT fork_behavior FROM dataenv.lakes WHERE workspace = 'dev'`); got != "isolated" {
 		t.Fatalf("lakes of the new fork: %s", got)

@@ -114,6 +114,12 @@ var kindCases = map[string]kindCase{
 	"run": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "sql": "ATTACH 'datatable://d' AS d; SELECT * FROM d.public.secrets_of_the_owner"}`, v.ws)
 	}},
+	"prepare_connection": {"workspace_member", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"workspace": %q}`, v.ws)
+	}},
+	"rotate_credentials": {"workspace_owner", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"workspace": %q}`, v.fork)
+	}},
 	// A build is refused by the handler to anyone but a member; policy any lets the remover of a
 	// datatable entry clean up its templates (the trigger of sqlapi/028_schema_templates.sql).
 	"refresh_schema_template": {"any", func(v victim, _ *env) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/tests/sidecartest"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
@@ -32,10 +33,16 @@ func TestMain(m *testing.M) {
 		if external, err = testenv.StartPostgres(ctx, testenv.PGOptions{Name: "external"}); err != nil {
 			return err
 		}
+		// create_fork prepares a fork's lakes with a DuckDB job (its namespace bootstrapped).
+		if runnerPath, err = testenv.BuildRunner(ctx); err != nil {
+			return err
+		}
 		_, err = sidecartest.Binary()
 		return err
 	})
 }
+
+var runnerPath string
 
 // env is one installed control database with an external cluster registered and set up in it,
 // a running sidecar, and the actors of the threat model: an administrator, a workspace owner, a
@@ -76,7 +83,7 @@ func newEnv(t *testing.T) *env {
 	e.cluster = e.prefix + "ext"
 	e.exec(`SELECT dataenv.register_cluster($1, $2, $3, $4, $5, 'disable')`, e.cluster, external.Host(), external.Port(), adminUser, adminPW)
 	e.exec(`SELECT dataenv.update_cluster($1, app_role => $2, replication_role => $3)`, e.cluster, e.appRole, repl)
-	e.sidecar = sidecartest.Start(t, sidecartest.Options{DSN: control.DSN(e.db)})
+	e.sidecar = sidecartest.Start(t, sidecartest.Options{DSN: control.DSN(e.db), Env: []string{client.EnvRunnerPath + "=" + runnerPath}})
 	t.Cleanup(func() { settleTemplates(t, control.DSN(e.db)) }) // runs before the sidecar stops
 	e.mustSucceed(e.request(e.sql, `SELECT dataenv.setup_cluster($1)`, e.cluster))
 

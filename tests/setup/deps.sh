@@ -111,3 +111,16 @@ fi
 
 # --- PostgreSQL 17 and 18 for the test matrix (Debian roots under .deps/pg) ----------------------
 bash "$REPO/tests/setup/pgroots.sh"
+
+# --- Python: DuckDB and dbt-duckdb for the tests of one's own tools (.venv/ in the repository) ----
+venv="$REPO/.venv"
+req="$REPO/tests/setup/requirements.txt"
+if ! [[ -x "$venv/bin/python" && -f "$venv/.requirements" ]] || ! cmp -s "$req" "$venv/.requirements"; then
+  command -v python3 >/dev/null || { say "python3 is missing: install it (Debian: python3, python3-venv)"; exit 1; }
+  say "installing the Python packages of $req into $venv (log: $LOG)"
+  if ! { [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"; } >>"$LOG" 2>&1 ||
+     ! "$venv/bin/pip" install -q -r "$req" >>"$LOG" 2>&1; then
+    say "pip install failed:"; tail -n 30 "$LOG" >&2; exit 1
+  fi
+  cp "$req" "$venv/.requirements"
+fi

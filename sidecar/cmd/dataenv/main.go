@@ -5,6 +5,7 @@
 //	dataenv sidecar   --dsn URL    run the sidecar (leader or hot standby)
 //	dataenv status    --dsn URL    print dataenv.sidecar_status
 //	dataenv dev                    local Postgres + install + sidecar, for trying it out
+//	dataenv connect --workspace W  a DuckDB script, a dbt-duckdb profile or psql for a workspace
 //
 // Every flag falls back to a DATAENV_* environment variable.
 package main
@@ -35,6 +36,7 @@ func commands() []command {
 		{"sidecar", "run the sidecar (tails requests, performs them, writes outcomes)", runSidecar},
 		{"status", "show the sidecars, their leader, confirmed LSN and readiness", runStatus},
 		{"dev", "start a local Postgres, install dataenv and run the sidecar in the foreground", runDev},
+		{"connect", "connect your own tools to a workspace: DuckDB script, dbt profile, or psql", runConnect},
 	}
 }
 

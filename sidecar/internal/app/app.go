@@ -9,6 +9,7 @@ import (
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/connection"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/daemon"
 	"github.com/dataenv/dataenv/sidecar/internal/job"
@@ -85,9 +86,10 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	if err != nil {
 		return nil, err
 	}
+	conns := &connection.Service{Control: pool, Clusters: admin, Lakes: jobs, Logger: log}
 	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
 		Cleaners: []workspace.ForkCleaner{lakeHooks, admin}, BlocksCreate: lake.BlocksCreate,
-		Tools: pgtool.NewFinder(cfg.PGToolsDirs)})
+		Tools: pgtool.NewFinder(cfg.PGToolsDirs), Preparer: conns})
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +101,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	lakeHooks.Register(reg)
 	jobs.Register(reg)
 	forks.Register(reg)
+	conns.Register(reg)
 	if registerTestKinds != nil {
 		registerTestKinds(reg, components{Pool: pool, Metrics: m, Logger: log, Clusters: admin, Lakes: lakeHooks})
 	}

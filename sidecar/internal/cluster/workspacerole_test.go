@@ -251,3 +251,37 @@ func TestDropWorkspaceRoleAndRecreate(t *testing.T) {
 }
 
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// RotateWorkspacePassword gives the role a new password (the old one is refused by the server),
+// keeps the role (same OID), and connections made afterwards use the new one; a workspace
+// without a role is refused.
+func TestRotateWorkspacePassword(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	name := f.workspace("prod")
+	role, err := f.ensureRole("prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := queryString(t, f.sql, `SELECT password FROM dataenv.workspace_role_secrets WHERE cluster = $1 AND workspace = 'prod'`, f.name)
+	rotated, err := f.admin.RotateWorkspacePassword(f.ctx, f.name, "prod", nil)
+	if err != nil || rotated.OID != role.OID || rotated.Name != name {
+		t.Fatalf("rotate: %+v %v", rotated, err)
+	}
+	cur := queryString(t, f.sql, `SELECT password || ' ' || (password_pending IS NULL) FROM dataenv.workspace_role_secrets WHERE cluster = $1 AND workspace = 'prod'`, f.name)
+	if strings.HasPrefix(cur, old) || !strings.HasSuffix(cur, " true") {
+		t.Fatalf("password after rotation: settled %q (old %d chars)", cur, len(old))
+	}
+	if _, err := pgx.Connect(f.ctx, external.DSNAs(name, old, "postgres")); err == nil || !strings.Contains(err.Error(), "password authentication failed") {
+		t.Fatalf("the old password after rotation: %v", err)
+	}
+	conn, err := f.admin.ConnectWorkspace(f.ctx, f.name, "prod", "postgres")
+	if err != nil {
+		t.Fatalf("connect after rotation: %v", err)
+	}
+	conn.Close(f.ctx)
+	f.exec(`SELECT dataenv.create_workspace('empty')`)
+	if _, err := f.admin.RotateWorkspacePassword(f.ctx, f.name, "empty", nil); !request.IsRefused(err) {
+		t.Fatalf("rotating a workspace without a role: %v", err)
+	}
+}

@@ -93,6 +93,7 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 	if err != nil {
 		return nil, err
 	}
+	out.Notes = append(out.Notes, h.refreshDescendants(ctx, args.Workspace, target.Lake, rep)...)
 	return scrubbed(plan, out)
 }
 

@@ -38,6 +38,10 @@ type catalogs struct {
 	libpqs    []*cluster.Libpq
 	secrets   []string
 	setup     []string
+	// tools are the same secrets for a member's own DuckDB session (dataenv.duckdb_script): the
+	// password is a placeholder that the SQL function fills in.
+	tools     []string
+	toolInfos []ToolSecret
 	// certDirs hold root certificate files the runner must read (bound into a jail).
 	certDirs []string
 }
@@ -46,7 +50,33 @@ type catalogs struct {
 type catalogConn struct {
 	Path   string // libpq keywords without host, user or password
 	Secret string // name of the temporary postgres secret with the credentials
+	// ToolPath is Path for a member's own DuckDB session: no sslrootcert (a temporary file of the
+	// sidecar's), application_name dataenv-tools.
+	ToolPath string
+	// DBTPath is ToolPath without quotes where libpq needs none (dbt-duckdb quotes the path
+	// without escaping).
+	DBTPath string
+	// CertNote says that the cluster needs a root certificate the tools path does not name.
+	CertNote bool
 }
+
+// ToolSecret is a postgres secret of a member's DuckDB session, as settings (a dbt profile):
+// the password is filled in by dataenv.duckdb_settings.
+type ToolSecret struct {
+	Name     string `json:"name"`
+	Cluster  string `json:"cluster"`
+	Host     string `json:"host"`
+	Port     string `json:"port"`
+	User     string `json:"user"`
+	Database string `json:"database"`
+}
+
+// PasswordPlaceholder is what dataenv.duckdb_script replaces with the password of the
+// workspace's role on cluster.
+func PasswordPlaceholder(cluster string) string { return "{{pg_password:" + cluster + "}}" }
+
+// S3Placeholder is what dataenv.duckdb_script replaces with the key options of storage's secret.
+func S3Placeholder(storage string) string { return "{{s3_credentials:" + storage + "}}" }
 
 func newCatalogs(c Clusters, workspace string) *catalogs {
 	return &catalogs{clusters: c, workspace: workspace, conns: map[string]catalogConn{}}
@@ -70,7 +100,9 @@ func (c *catalogs) Conn(ctx context.Context, clusterName, database string) (cata
 		return catalogConn{}, fmt.Errorf("catalog database %q of cluster %q: %w", database, clusterName, err)
 	}
 	c.libpqs = append(c.libpqs, lp)
-	var path, secret []string
+	var path, toolPath, dbtPath, secret, toolSecret []string
+	info := ToolSecret{Name: fmt.Sprintf("__dataenv_pg_%d", len(c.conns)+1), Cluster: clusterName}
+	certNote := false
 	for _, kv := range lp.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		if v == "" {
@@ -78,24 +110,48 @@ func (c *catalogs) Conn(ctx context.Context, clusterName, database string) (cata
 		}
 		if word, ok := pathKeys[k]; ok {
 			path = append(path, word+"="+kvQuote(v))
+			if k != "PGSSLROOTCERT" {
+				toolPath = append(toolPath, word+"="+kvQuote(v))
+				dbtPath = append(dbtPath, word+"="+kvBare(v))
+			}
 		}
 		if k == "PGSSLROOTCERT" {
 			c.certDirs = append(c.certDirs, filepath.Dir(v))
+			certNote = true
+		}
+		switch k {
+		case "PGHOST":
+			info.Host = v
+		case "PGPORT":
+			info.Port = v
+		case "PGUSER":
+			info.User = v
+		case "PGDATABASE":
+			info.Database = v
 		}
 		if word, ok := secretKeys[k]; ok {
-			if k == "PGPASSWORD" {
+			switch k {
+			case "PGPASSWORD":
 				c.secrets = append(c.secrets, v, kvQuote(v), Literal(v))
-			}
-			if k == "PGPORT" {
-				secret = append(secret, word+" "+v)
-			} else {
 				secret = append(secret, word+" "+Literal(v))
+				toolSecret = append(toolSecret, word+" "+PasswordPlaceholder(clusterName))
+			case "PGPORT":
+				secret = append(secret, word+" "+v)
+				toolSecret = append(toolSecret, word+" "+v)
+			default:
+				secret = append(secret, word+" "+Literal(v))
+				toolSecret = append(toolSecret, word+" "+Literal(v))
 			}
 		}
 	}
 	path = append(path, "application_name='dataenv-job'")
-	cc := catalogConn{Path: strings.Join(path, " "), Secret: fmt.Sprintf("__dataenv_pg_%d", len(c.conns)+1)}
+	toolPath = append(toolPath, "application_name='dataenv-tools'")
+	dbtPath = append(dbtPath, "application_name=dataenv-tools")
+	cc := catalogConn{Path: strings.Join(path, " "), Secret: info.Name,
+		ToolPath: strings.Join(toolPath, " "), DBTPath: strings.Join(dbtPath, " "), CertNote: certNote}
+	c.toolInfos = append(c.toolInfos, info)
 	c.setup = append(c.setup, fmt.Sprintf("CREATE OR REPLACE TEMPORARY SECRET %s (TYPE postgres, %s)", Ident(cc.Secret), strings.Join(secret, ", ")))
+	c.tools = append(c.tools, fmt.Sprintf("CREATE OR REPLACE TEMPORARY SECRET %s (TYPE postgres, %s)", Ident(cc.Secret), strings.Join(toolSecret, ", ")))
 	c.conns[key] = cc
 	return cc, nil
 }
@@ -115,6 +171,19 @@ func (c *catalogs) Close() {
 		_ = lp.Close()
 	}
 	c.libpqs = nil
+}
+
+// kvBare is s as a libpq keyword value, unquoted when it needs no quotes.
+func kvBare(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.-/:", r)) {
+			return kvQuote(s)
+		}
+	}
+	if s == "" {
+		return kvQuote(s)
+	}
+	return s
 }
 
 func kvQuote(s string) string {

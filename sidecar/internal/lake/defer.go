@@ -108,6 +108,13 @@ func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ances
 		byKey[ns.Key()] = n
 		nodes = append(nodes, n)
 	}
+	// Tables an ancestor's members wrote from their own DuckDB sessions are deferred to as well:
+	// recorded first (as the namespace's farthest workspace, whose namespace it is).
+	for _, n := range nodes {
+		if _, err := res.recordOutsideTables(ctx, n.NS, res.ws.ID, n.Workspaces[len(n.Workspaces)-1], n.Workspaces); err != nil {
+			res.note("ancestor %s: tables written outside dataenv not checked: %v", n.Workspaces[0], err)
+		}
+	}
 	return nodes, nil
 }
 
@@ -207,6 +214,9 @@ func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias str
 		}
 		opts := append(n.NS.readOnlyOptions(), Option{"META_SECRET", Literal(cc.Secret)})
 		pre = append(pre, Render(true, "ducklake:postgres:"+cc.Path, n.Alias, opts))
+		res.plan.Tools = append(res.plan.Tools, ToolAttach{Lake: ns.Lake.Name, Alias: n.Alias, Workspace: n.Workspaces[0], ReadOnly: true,
+			SQL: Render(true, "ducklake:postgres:"+cc.ToolPath, n.Alias, opts), CertNote: cc.CertNote,
+			Path: "ducklake:postgres:" + cc.DBTPath, Options: withoutOptions(opts, "READ_ONLY")})
 	}
 	views = deferList(nodes, mats, res.ws.ID)
 	vs := viewStatements(alias, views, live)

@@ -71,8 +71,27 @@ type Plan struct {
 	// Remote are the s3:// data prefixes of the job's namespaces.
 	Remote []string
 
-	secrets  []string
-	catalogs *catalogs
+	// Tools are the job's lake attaches as a member's own DuckDB session makes them
+	// (dataenv.duckdb_script): the same namespaces, aliases and options, the tools' libpq path.
+	Tools []ToolAttach
+
+	secrets     []string
+	toolSecrets []string
+	catalogs    *catalogs
+}
+
+// ToolAttach is one attach of a member's DuckDB script.
+type ToolAttach struct {
+	Lake      string `json:"lake"`
+	Alias     string `json:"alias"`
+	Workspace string `json:"workspace"`
+	ReadOnly  bool   `json:"read_only"`
+	SQL       string `json:"-"`
+	// Path is the ATTACH path for a dbt-duckdb profile; Options its options but READ_ONLY.
+	Path    string   `json:"path"`
+	Options []Option `json:"options"`
+	// CertNote: the catalog's cluster has a root certificate the script does not name.
+	CertNote bool `json:"cert_note,omitempty"`
 }
 
 // Dir is a local directory a job uses: a lake's data directory, or (Cert) one holding a
@@ -188,8 +207,10 @@ func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *T
 	for _, d := range res.cats.certDirs {
 		res.plan.Dirs = append(res.plan.Dirs, Dir{Path: d, Cert: true})
 	}
+	res.plan.toolSecrets = append([]string{}, res.cats.tools...)
 	for _, s := range res.s3 {
-		setup = append(setup, s3Secret(s))
+		setup = append(setup, s3Secret(s, s3Keys(s)))
+		res.plan.toolSecrets = append(res.plan.toolSecrets, s3Secret(s, S3Placeholder(s.Name)))
 		res.plan.secrets = append(res.plan.secrets, s.Creds.Secrets()...)
 	}
 	res.plan.Setup = append(append(setup, res.plan.Setup...), res.cats.drops()...)
@@ -283,11 +304,15 @@ func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, i
 	if err := res.plan.addDir(ns, !hasOption(a.Options, "READ_ONLY")); err != nil {
 		return "", err
 	}
+	if err := res.recordOwnOutsideTables(ctx, ns); err != nil {
+		res.note("lake %s: tables written outside dataenv not checked: %v", name, err)
+	}
 	cc, err := res.cats.Conn(ctx, l.CatalogCluster, l.CatalogDatabase)
 	if err != nil {
 		return "", err
 	}
 	var prelude []string
+	toolsBefore := len(res.plan.Tools)
 	if ns.Forked && !hasOption(a.Options, "READ_ONLY") {
 		prelude, err = res.deferPrelude(ctx, ns, a.Alias, isTarget)
 		if err != nil {
@@ -300,25 +325,35 @@ func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, i
 	}
 	opts := append(ns.writeOptions(withoutOptions(a.Options, "META_SECRET")), Option{"META_SECRET", Literal(cc.Secret)})
 	attach := Render(a.IfNotExists, "ducklake:postgres:"+cc.Path, a.Alias, opts)
+	tool := ToolAttach{Lake: name, Alias: a.Alias, Workspace: res.ws.ID, ReadOnly: hasOption(a.Options, "READ_ONLY"),
+		SQL: Render(a.IfNotExists, "ducklake:postgres:"+cc.ToolPath, a.Alias, opts), CertNote: cc.CertNote,
+		Path: "ducklake:postgres:" + cc.DBTPath, Options: withoutOptions(opts, "READ_ONLY")}
+	// The ancestors' attaches (added by deferPrelude) follow the lake's own.
+	res.plan.Tools = append(res.plan.Tools[:toolsBefore], append([]ToolAttach{tool}, res.plan.Tools[toolsBefore:]...)...)
 	return strings.Join(append([]string{attach}, prelude...), ";\n"), nil
 }
 
-// s3Secret is the DuckDB secret of an S3 storage, scoped to its URL.
-func s3Secret(s control.Storage) string {
+// s3Keys are the key options of an S3 storage's DuckDB secret.
+func s3Keys(s control.Storage) string {
+	if s.Creds.AccessKeyID == "" {
+		return "PROVIDER credential_chain"
+	}
+	keys := "KEY_ID " + Literal(s.Creds.AccessKeyID) + ", SECRET " + Literal(s.Creds.SecretAccessKey)
+	if s.Creds.SessionToken != "" {
+		keys += ", SESSION_TOKEN " + Literal(s.Creds.SessionToken)
+	}
+	return keys
+}
+
+// s3Secret is the DuckDB secret of an S3 storage, scoped to its URL, with keys (s3Keys, or the
+// placeholder of a member's script).
+func s3Secret(s control.Storage, keys string) string {
 	endpoint, ssl := s.Creds.HostPort()
 	style := s.Creds.URLStyle
 	if style == "" {
 		style = "path"
 	}
-	opts := []string{"TYPE s3", "URL_STYLE " + Literal(style), fmt.Sprintf("USE_SSL %t", ssl), "SCOPE " + Literal(s.URL+"/")}
-	if s.Creds.AccessKeyID != "" {
-		opts = append(opts, "KEY_ID "+Literal(s.Creds.AccessKeyID), "SECRET "+Literal(s.Creds.SecretAccessKey))
-	} else {
-		opts = append(opts, "PROVIDER credential_chain")
-	}
-	if s.Creds.SessionToken != "" {
-		opts = append(opts, "SESSION_TOKEN "+Literal(s.Creds.SessionToken))
-	}
+	opts := []string{"TYPE s3", "URL_STYLE " + Literal(style), fmt.Sprintf("USE_SSL %t", ssl), "SCOPE " + Literal(s.URL+"/"), keys}
 	if s.Creds.Region != "" {
 		opts = append(opts, "REGION "+Literal(s.Creds.Region))
 	}

@@ -180,8 +180,8 @@ func Ident(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`
 
 // Option is one ATTACH option: its upper-cased name and its value as SQL text ("" for a flag).
 type Option struct {
-	Name  string
-	Value string
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // String renders the option.

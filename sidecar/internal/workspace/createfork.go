@@ -68,6 +68,8 @@ type ForkResult struct {
 	Parent      string     `json:"parent"`
 	Datatables  []planItem `json:"datatables"`
 	SharedLakes []string   `json:"shared_lakes"`
+	// Prepared is what Config.Preparer did (roles, grants, lake namespaces).
+	Prepared any `json:"prepared,omitempty"`
 }
 
 func (s *Service) handleCreateFork(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
@@ -94,7 +96,11 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 	pool := s.cfg.Control
 	if ws, err := control.ReadWorkspace(ctx, pool, args.Fork); err == nil {
 		if ws.CreatedByRequest == req.ID.String() {
-			return s.describe(ctx, args) // committed before an interruption
+			res, err := s.describe(ctx, args) // committed before an interruption
+			if err != nil {
+				return nil, err
+			}
+			return s.prepare(ctx, rep, res)
 		}
 		return nil, request.Refusef("create_fork: workspace %q already exists", args.Fork)
 	} else if !errors.Is(err, control.ErrNotFound) {
@@ -124,7 +130,21 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 		return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 	}
 	request.Report(ctx, rep, "workspace "+args.Fork, "created", fmt.Sprintf("fork of %s with %d datatable(s)", args.Parent, len(plan)))
-	return &ForkResult{Workspace: args.Fork, Parent: args.Parent, Datatables: plan, SharedLakes: args.SharedLakes}, nil
+	return s.prepare(ctx, rep, &ForkResult{Workspace: args.Fork, Parent: args.Parent, Datatables: plan, SharedLakes: args.SharedLakes})
+}
+
+// prepare runs the Preparer on a committed fork.
+func (s *Service) prepare(ctx context.Context, rep request.Reporter, res *ForkResult) (*ForkResult, error) {
+	if s.cfg.Preparer == nil {
+		return res, nil
+	}
+	p, err := s.cfg.Preparer.PrepareFork(ctx, res.Workspace, rep)
+	if err != nil {
+		return nil, fmt.Errorf("fork %q was created, but preparing it for use failed (SELECT dataenv.prepare_connection(%q) retries it): %w",
+			res.Workspace, res.Workspace, err)
+	}
+	res.Prepared = p
+	return res, nil
 }
 
 // plan checks the parent and the requester's membership, and resolves the parent's datatables.

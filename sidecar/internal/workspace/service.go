@@ -40,6 +40,12 @@ type ForkCleaner interface {
 	CleanupFork(ctx context.Context, workspace string, rep request.Reporter) error
 }
 
+// ForkPreparer readies a committed fork for use (see Config.Preparer); its result goes into the
+// create_fork result as "prepared".
+type ForkPreparer interface {
+	PrepareFork(ctx context.Context, fork string, rep request.Reporter) (any, error)
+}
+
 // Config configures a Service.
 type Config struct {
 	// Control is the pool of the control database (the role that owns the dataenv schema).
@@ -56,6 +62,11 @@ type Config struct {
 	Tools *pgtool.Finder
 	// Cleaners are other areas' fork cleanups (see ForkCleaner).
 	Cleaners []ForkCleaner
+	// Preparer, when set, runs once a fork is committed (and again when create_fork runs after
+	// the commit): the connection area gives the fork's roles their grants and bootstraps its
+	// lake namespaces, so the fork is usable from its members' tools as soon as create_fork
+	// succeeds. An error fails the request (which may be retried: the fork stays).
+	Preparer ForkPreparer
 	// BlocksCreate decides whether a cleaner's error on a previous incarnation's leftovers stops
 	// create_fork (default: every error does). The lake area passes lake.BlocksCreate: data files
 	// left behind alone do not block, a metadata schema that cannot be dropped does.

@@ -1,0 +1,191 @@
+// Package connection makes a workspace usable from its members' own tools (psql, applications,
+// the DuckDB CLI, Python, dbt): the prepare_connection request gives the workspace's managed role
+// on each cluster what its datatables grant and prepares its lakes (namespaces bootstrapped,
+// defer views, the DuckDB script of dataenv.duckdb_script); rotate_credentials gives the roles
+// new passwords. The SQL side (connection_info, connection_password, duckdb_script) is
+// sqlapi/029_workspace_roles.sql. Nothing here returns or logs a password.
+package connection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/control"
+	"github.com/dataenv/dataenv/sidecar/internal/job"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// Request kinds.
+const (
+	KindPrepare = "prepare_connection"
+	KindRotate  = "rotate_credentials"
+)
+
+// Lakes prepares a workspace's lakes for its members' DuckDB sessions (job.Handlers).
+type Lakes interface {
+	PrepareTools(ctx context.Context, workspace string, rep request.Reporter) (*job.ToolsReport, error)
+}
+
+// Service performs prepare_connection and rotate_credentials.
+type Service struct {
+	Control  *pgxpool.Pool
+	Clusters *cluster.Admin
+	Lakes    Lakes
+	Logger   *slog.Logger
+}
+
+// Register registers the kinds' handlers.
+func (s *Service) Register(reg *request.Registry) {
+	reg.Register(KindPrepare, request.HandlerFunc(s.handlePrepare))
+	reg.Register(KindRotate, request.HandlerFunc(s.handleRotate))
+}
+
+type args struct {
+	Workspace string `json:"workspace"`
+}
+
+// Datatable is one datatable's state in a Result.
+type Datatable struct {
+	Datatable string `json:"datatable"`
+	Cluster   string `json:"cluster"`
+	Database  string `json:"database"`
+	Role      string `json:"role,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Result is the result of prepare_connection (and of the preparation create_fork does).
+type Result struct {
+	Workspace  string            `json:"workspace"`
+	Datatables []Datatable       `json:"datatables"`
+	Roles      map[string]string `json:"roles"` // cluster -> role
+	Lakes      *job.ToolsReport  `json:"lakes,omitempty"`
+}
+
+func (s *Service) handlePrepare(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+	var a args
+	if err := request.DecodeArgs(req, &a); err != nil {
+		return nil, err
+	}
+	res, err := s.Prepare(ctx, a.Workspace, rep, true)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+const datatablesSQL = `
+SELECT datatable, cluster, database FROM dataenv.datatable_resolution_all WHERE workspace = $1 ORDER BY datatable`
+
+const clustersSQL = `
+SELECT DISTINCT catalog_cluster FROM dataenv.lakes WHERE workspace = $1 ORDER BY 1`
+
+// Prepare gives workspace's role on every cluster it uses the grants of its datatables
+// (cluster.Locked.GrantDatatable) and prepares its lakes (Lakes.PrepareTools). With strict, a
+// datatable that cannot be granted fails the whole; without (create_fork), it is reported in
+// the result and the step, and connection_info shows it not ready.
+func (s *Service) Prepare(ctx context.Context, workspace string, rep request.Reporter, strict bool) (*Result, error) {
+	if _, err := control.ReadWorkspace(ctx, s.Control, workspace); err != nil {
+		if errors.Is(err, control.ErrNotFound) {
+			return nil, request.Refusef("no workspace named %q", workspace)
+		}
+		return nil, request.Retryable(err)
+	}
+	rows, err := s.Control.Query(ctx, datatablesSQL, workspace)
+	if err != nil {
+		return nil, request.Retryable(fmt.Errorf("read the datatables of %q: %w", workspace, err))
+	}
+	dts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Datatable, error) {
+		var d Datatable
+		return d, r.Scan(&d.Datatable, &d.Cluster, &d.Database)
+	})
+	if err != nil {
+		return nil, request.Retryable(fmt.Errorf("read the datatables of %q: %w", workspace, err))
+	}
+	res := &Result{Workspace: workspace, Datatables: []Datatable{}, Roles: map[string]string{}}
+	for _, d := range dts {
+		role, err := s.Clusters.GrantDatatableRole(ctx, d.Cluster, workspace, d.Database, rep)
+		if err != nil {
+			if strict || request.IsRetryable(err) {
+				return nil, fmt.Errorf("datatable %q (database %q of cluster %q): %w", d.Datatable, d.Database, d.Cluster, err)
+			}
+			d.Error = err.Error()
+			request.Report(ctx, rep, "datatable "+d.Datatable, "not granted", d.Error)
+		} else {
+			d.Role = role.Name
+			res.Roles[d.Cluster] = role.Name
+			request.Reportf(ctx, rep, "datatable "+d.Datatable, "granted", "%s on database %s of cluster %s", role.Name, d.Database, d.Cluster)
+		}
+		res.Datatables = append(res.Datatables, d)
+	}
+	rows, err = s.Control.Query(ctx, clustersSQL, workspace)
+	if err != nil {
+		return nil, request.Retryable(err)
+	}
+	clusters, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, request.Retryable(err)
+	}
+	for _, c := range clusters {
+		role, err := s.Clusters.EnsureWorkspaceRole(ctx, c, workspace)
+		if err != nil {
+			return nil, fmt.Errorf("the role of workspace %q on cluster %q: %w", workspace, c, err)
+		}
+		res.Roles[c] = role.Name
+	}
+	if s.Lakes != nil {
+		if res.Lakes, err = s.Lakes.PrepareTools(ctx, workspace, rep); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// RotateResult is the result of rotate_credentials: the roles that got a new password.
+type RotateResult struct {
+	Workspace string            `json:"workspace"`
+	Rotated   map[string]string `json:"rotated"` // cluster -> role
+}
+
+const rolesSQL = `
+SELECT r.cluster FROM dataenv.workspace_roles r JOIN dataenv.workspaces w ON w.id = r.workspace
+ WHERE r.workspace = $1 AND r.incarnation = w.created_at ORDER BY 1`
+
+func (s *Service) handleRotate(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+	var a args
+	if err := request.DecodeArgs(req, &a); err != nil {
+		return nil, err
+	}
+	rows, err := s.Control.Query(ctx, rolesSQL, a.Workspace)
+	if err != nil {
+		return nil, request.Retryable(err)
+	}
+	clusters, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, request.Retryable(err)
+	}
+	if len(clusters) == 0 {
+		return nil, request.Refusef("workspace %q has no role yet: SELECT dataenv.prepare_connection(%q) makes them", a.Workspace, a.Workspace)
+	}
+	out := &RotateResult{Workspace: a.Workspace, Rotated: map[string]string{}}
+	for _, c := range clusters {
+		role, err := s.Clusters.RotateWorkspacePassword(ctx, c, a.Workspace, rep)
+		if err != nil {
+			return nil, fmt.Errorf("rotate the password of workspace %q on cluster %q: %w", a.Workspace, c, err)
+		}
+		out.Rotated[c] = role.Name
+		request.Reportf(ctx, rep, "role "+role.Name, "rotated", "on cluster %s", c)
+	}
+	return out, nil
+}
+
+// PrepareFork is Prepare for create_fork (workspace.ForkPreparer): a datatable the role cannot be
+// granted (a cluster not set up) is reported, not fatal; the lakes must be prepared.
+func (s *Service) PrepareFork(ctx context.Context, fork string, rep request.Reporter) (any, error) {
+	return s.Prepare(ctx, fork, rep, false)
+}
