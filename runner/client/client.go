@@ -34,15 +34,15 @@ func (c *Client) Config() Config { return c.cfg }
 
 // Run runs job in a runner process of its own and returns its rows. Cancelling ctx kills the
 // runner's whole process group. Errors: *JobError (DuckDB refused the SQL), *CrashError (the
-// runner died: the signal is named), *SpillError (the watchdog stopped it),
-// ErrResultSymlink, or the context's error (context.Canceled, or context.DeadlineExceeded
-// when Job.Timeout passed).
+// runner died: the signal is named), *SpillError (the disk watchdog stopped it), *LimitError
+// (Job.Timeout passed: it matches context.DeadlineExceeded too; or the kernel ended the runner
+// at its cgroup's Job.MemoryMax), ErrResultSymlink, or the context's error.
 func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 	start := time.Now()
 	if job.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, job.Timeout,
-			fmt.Errorf("the job ran longer than its timeout of %s", job.Timeout))
+		ctx, cancel = context.WithTimeoutCause(ctx, job.Timeout, &LimitError{Limit: LimitTimeout,
+			Value: job.Timeout.String(), Detail: fmt.Sprintf("the job ran longer than its timeout of %s", job.Timeout)})
 		defer cancel()
 	}
 	mode, req, err := c.prepare(ctx, job)
@@ -53,13 +53,22 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer p.work.remove()
+	defer p.cleanup()
 	if c.cfg.WarmSpare {
 		// The next spare warms up once this job is done, not while it competes for the CPU.
 		defer func() { go c.refill(mode) }()
 	}
 	if job.Started != nil {
 		job.Started(p.cmd.Process.Pid)
+	}
+	if err := p.limitMemory(job.MemoryMax); err != nil {
+		p.kill()
+		return nil, err
+	}
+	p.memoryValue = fmt.Sprintf("%d MB", job.MemoryMax>>20)
+	p.watch(c.diskCap(job), job.WatchDirs, c.cfg.SpillPoll)
+	if job.DiskCap > 0 {
+		req.MaxTempDirectorySize = fmt.Sprintf("%dKiB", job.DiskCap>>10)
 	}
 	req.ExtensionDirectory = c.extDirInside(mode)
 	req.TempDirectory = p.work.spillInside()
@@ -127,7 +136,7 @@ func (c *Client) process(mode Isolation, mounts []Mount) (*process, bool, error)
 	if spare != nil {
 		select {
 		case <-spare.done: // died while waiting: not usable
-			spare.work.remove()
+			spare.cleanup()
 		default:
 			return spare, true, nil
 		}
@@ -197,5 +206,13 @@ func (c *Client) Close() error {
 
 func discard(p *process) {
 	p.kill()
-	p.work.remove()
+	p.cleanup()
+}
+
+// diskCap is the job's disk limit: Job.DiskCap, else Config.SpillCap.
+func (c *Client) diskCap(job Job) int64 {
+	if job.DiskCap > 0 {
+		return job.DiskCap
+	}
+	return c.cfg.SpillCap
 }

@@ -60,6 +60,11 @@ type Config struct {
 	// the runner and whatever wraps it are in it from their first instruction: give it a memory
 	// limit and the kernel's OOM killer acts inside it, never on the sidecar.
 	Cgroup string
+	// CgroupParent, when set, is a memory cgroup directory (v1 memory controller, or v2 handing
+	// memory down to its children) under which every runner gets a cgroup of its own, joined
+	// before exec and removed after the job; Job.MemoryMax is its limit. OwnMemoryCgroup finds
+	// one where the machine allows it. Cgroup is ignored when this is set.
+	CgroupParent string
 	// WaitDelay bounds how long Wait waits for the output pipes after the runner is killed.
 	// Default 2 s.
 	WaitDelay time.Duration
