@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"time"
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/sidecar/internal/app"
+	"github.com/dataenv/dataenv/sidecar/internal/job"
 )
 
 func runSidecar(ctx context.Context, args []string, _ io.Writer) error {
@@ -32,6 +34,8 @@ func runSidecar(ctx context.Context, args []string, _ io.Writer) error {
 type sidecarOptions struct {
 	httpAddr, grace, logLevel, isolation, runnerPath, pgToolsDirs *string
 	concurrency                                                   *int
+	jobTimeout, jobMemory, jobDisk, jobCgroup                     *string
+	jobThreads                                                    *int
 }
 
 func sidecarFlags(fs flagSet) sidecarOptions {
@@ -44,6 +48,15 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 		runnerPath:  fs.String("runner-path", "", "the dataenv-runner binary (default: next to dataenv)"),
 		pgToolsDirs: fs.String("pg-tools-dirs", "", "directories (':'-separated) searched first for pg_dump, pg_restore and psql; "+
 			"each cluster's copies use tools at least as new as its server (then /usr/lib/postgresql/*/bin and PATH are searched)"),
+		jobTimeout: fs.String("job-timeout", job.DefaultTimeout.String(), "default wall-clock limit of a DuckDB job "+
+			"(dataenv.set_job_limits overrides it per workspace; a request may ask for less)"),
+		jobMemory: fs.String("job-memory", "2GB", "default memory limit of a DuckDB job: DuckDB's memory_limit, and the "+
+			"runner's own memory cgroup (half as much again) where --job-cgroup finds one"),
+		jobThreads: fs.Int("job-threads", job.DefaultThreads, "default number of DuckDB threads of a job"),
+		jobDisk: fs.String("job-disk", "10GB", "default disk limit of a DuckDB job: spill and scratch space plus bytes "+
+			"written into the workspace's local lake paths"),
+		jobCgroup: fs.String("job-cgroup", "auto", "memory cgroup under which each runner gets a cgroup of its own: "+
+			"a directory (v1 memory controller or v2), auto (the sidecar's own memory cgroup when a child can be made there), or off"),
 	}
 }
 
@@ -52,7 +65,30 @@ func (o sidecarOptions) config() (app.Config, error) {
 	if err != nil {
 		return app.Config{}, err
 	}
+	limits, err := o.jobLimits()
+	if err != nil {
+		return app.Config{}, err
+	}
 	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: g,
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
-		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs)}, nil
+		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup}, nil
+}
+
+// jobLimits reads the --job-* flags.
+func (o sidecarOptions) jobLimits() (job.Limits, error) {
+	var l job.Limits
+	var err error
+	if l.Timeout, err = time.ParseDuration(*o.jobTimeout); err != nil || l.Timeout <= 0 {
+		return l, fmt.Errorf("--job-timeout %q: want a positive duration such as 30m or 2h", *o.jobTimeout)
+	}
+	if l.MemoryBytes, err = job.ParseBytes(*o.jobMemory); err != nil {
+		return l, fmt.Errorf("--job-memory: %w", err)
+	}
+	if l.DiskBytes, err = job.ParseBytes(*o.jobDisk); err != nil {
+		return l, fmt.Errorf("--job-disk: %w", err)
+	}
+	if l.Threads = *o.jobThreads; l.Threads < 1 {
+		return l, fmt.Errorf("--job-threads %d: want at least 1", l.Threads)
+	}
+	return l, nil
 }

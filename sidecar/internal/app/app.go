@@ -80,8 +80,8 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 		Logger: log}
 	lakeHooks := lake.NewHooks(pool, admin, lakeRegistry, log)
 	lakeHooks.Metrics = m
-	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m,
-		Isolation: cfg.JobIsolation, Runner: client.Config{RunnerPath: cfg.RunnerPath, Logger: log}})
+	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m, Limits: cfg.JobLimits,
+		Isolation: cfg.JobIsolation, Runner: client.Config{RunnerPath: cfg.RunnerPath, Logger: log, CgroupParent: jobCgroup(cfg.JobCgroup, log)}})
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +103,24 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 		registerTestKinds(reg, components{Pool: pool, Metrics: m, Logger: log, Clusters: admin, Lakes: lakeHooks})
 	}
 	return reg, nil
+}
+
+// jobCgroup is the memory cgroup runners get one of their own under ("" for none): the
+// configured directory, or with "auto" the sidecar's own where the machine allows a child there.
+func jobCgroup(setting string, log *slog.Logger) string {
+	switch setting {
+	case "off":
+		return ""
+	case "", "auto":
+		dir, err := client.OwnMemoryCgroup()
+		if err != nil {
+			log.Info("DuckDB jobs: no memory cgroup of their own (their memory limit is DuckDB's memory_limit only)", "reason", err)
+			return ""
+		}
+		return dir
+	default:
+		return setting
+	}
 }
 
 // registerTestKinds is set only in binaries built with the dataenv_testhooks tag (testhooks.go).

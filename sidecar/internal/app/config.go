@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dataenv/dataenv/runner/client"
+	"github.com/dataenv/dataenv/sidecar/internal/job"
 )
 
 // Config is everything the sidecar is configured with. Zero values take the defaults the flags
@@ -23,6 +24,11 @@ type Config struct {
 	JobIsolation client.Isolation
 	// RunnerPath is the dataenv-runner binary; "" looks next to the dataenv binary.
 	RunnerPath string
+	// JobLimits are the installation's default job limits; zero fields take job.DefaultLimits.
+	JobLimits job.Limits
+	// JobCgroup is the memory cgroup runners get a cgroup of their own under: a directory,
+	// "auto" or "" (the sidecar's own memory cgroup when a child can be made there), or "off".
+	JobCgroup string
 	// PGToolsDirs are directories searched first for pg_dump, pg_restore and psql (then every
 	// /usr/lib/postgresql/N/bin and PATH); each cluster's copies use tools at least as new as
 	// its server (sidecar/internal/pgtool).

@@ -47,6 +47,8 @@ type Config struct {
 	Isolation client.Isolation
 	// MaxResultBytes bounds result rows; default DefaultMaxResultBytes.
 	MaxResultBytes int64
+	// Limits are the installation's default job limits; zero fields take DefaultLimits.
+	Limits Limits
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics may be nil.
@@ -70,6 +72,7 @@ func New(cfg Config) (*Handlers, error) {
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -111,9 +114,10 @@ type Result struct {
 }
 
 type runArgs struct {
-	Workspace      string `json:"workspace"`
-	SQL            string `json:"sql"`
-	MaxResultBytes int64  `json:"max_result_bytes"`
+	Workspace      string  `json:"workspace"`
+	SQL            string  `json:"sql"`
+	MaxResultBytes int64   `json:"max_result_bytes"`
+	TimeoutSeconds float64 `json:"timeout_seconds"`
 }
 
 func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
@@ -124,13 +128,17 @@ func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep requ
 	if strings.TrimSpace(args.SQL) == "" || args.Workspace == "" {
 		return nil, request.Refusef("run: workspace and sql are required")
 	}
+	lim, err := h.limits(ctx, args.Workspace, args.TimeoutSeconds)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := h.cfg.Resolver.Resolve(ctx, args.Workspace, args.SQL, nil, rep)
 	if err != nil {
 		return nil, err
 	}
 	defer plan.Close()
 	request.Report(ctx, rep, "resolve", "done", strings.Join(plan.Notes, "; "))
-	res, err := h.runJob(ctx, plan, []string{plan.SQL}, true, args.MaxResultBytes)
+	res, err := h.runJob(ctx, plan, lim, []string{plan.SQL}, true, args.MaxResultBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -138,8 +146,9 @@ func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep requ
 	return scrubbed(plan, out)
 }
 
-// runJob runs the plan's setup and blocks; errors are scrubbed of the plan's secrets.
-func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, blocks []string, lastOnly bool, maxBytes int64) (*client.Result, error) {
+// runJob runs the plan's setup and blocks within lim; errors are scrubbed of the plan's secrets,
+// and a job stopped at a limit says which and how to raise it.
+func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, lim *jobLimits, blocks []string, lastOnly bool, maxBytes int64) (*client.Result, error) {
 	c, err := h.client()
 	if err != nil {
 		return nil, err
@@ -152,10 +161,18 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, blocks []string,
 		Blocks: blocks, MaxResultBytes: maxBytes, CollectLastOnly: lastOnly, Isolation: h.cfg.Isolation}
 	for _, d := range plan.Dirs {
 		job.Mounts = append(job.Mounts, client.Mount{Path: d.Path, Writable: d.Writable})
+		if d.Writable && !d.Cert {
+			job.WatchDirs = append(job.WatchDirs, d.Path)
+		}
 	}
+	lim.apply(&job, c.Config().CgroupParent != "")
 	start := time.Now()
 	res, err := c.Run(ctx, job)
 	h.observe(ctx, err, time.Since(start))
+	if limit, lerr := lim.limitError(err); lerr != nil && ctx.Err() == nil {
+		h.cfg.Metrics.JobLimitHit(limit)
+		return nil, request.Refusef("%s", plan.Scrub(lerr.Error()))
+	}
 	if err != nil {
 		return nil, jobError(plan, err)
 	}

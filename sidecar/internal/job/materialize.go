@@ -31,6 +31,8 @@ type materializeArgs struct {
 	// SeedFromParent: an append onto a table the fork reads from an ancestor (a defer view)
 	// starts the fork's table from those rows. Default true; false starts it empty.
 	SeedFromParent *bool `json:"seed_from_parent"`
+	// TimeoutSeconds asks for a timeout shorter than the workspace's.
+	TimeoutSeconds float64 `json:"timeout_seconds"`
 }
 
 // seed reports whether an append onto a deferred table starts from the ancestor's rows.
@@ -82,6 +84,10 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 	if len(stmts) == 0 || !queryStart.MatchString(stripLeadingComments(stmts[len(stmts)-1])) {
 		return nil, request.Refusef("materialize: the last statement of query must be the query to write (SELECT, WITH, FROM, VALUES...)")
 	}
+	lim, err := h.limits(ctx, args.Workspace, args.TimeoutSeconds)
+	if err != nil {
+		return nil, err
+	}
 	target := &lake.Target{Lake: m[1], Table: m[2]}
 	plan, err := h.cfg.Resolver.Resolve(ctx, args.Workspace, strings.Join(stmts[:len(stmts)-1], ";\n"), target, rep)
 	if err != nil {
@@ -89,7 +95,7 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 	}
 	defer plan.Close()
 	request.Report(ctx, rep, "resolve", "done", strings.Join(plan.Notes, "; "))
-	out, err := h.write(ctx, req, rep, plan, args, stmts[len(stmts)-1])
+	out, err := h.write(ctx, req, rep, plan, lim, args, stmts[len(stmts)-1])
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +103,7 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 }
 
 // write runs the materialization and records it.
-func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.Reporter, plan *lake.Plan, args materializeArgs, query string) (*Materialized, error) {
+func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.Reporter, plan *lake.Plan, lim *jobLimits, args materializeArgs, query string) (*Materialized, error) {
 	table := lake.Ident(plan.TargetAlias) + "." + lake.Ident(tableName(args.Target))
 	out := &Materialized{Workspace: args.Workspace, Target: args.Target, Strategy: args.Strategy, Status: "materialized",
 		MetadataSchema: plan.Target.SchemaName(), Forked: plan.Target.Forked, Notes: plan.Notes, Columns: []protocol.Column{}}
@@ -120,7 +126,7 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	}
 	summary := fmt.Sprintf(`SELECT (SELECT max(snapshot_id) FROM ducklake_snapshots(%s)) AS snapshot_id,
        (SELECT count(*) FROM %s) AS total_rows`, lake.Literal(plan.TargetAlias), table)
-	res, err := h.runJob(ctx, plan, []string{plan.SQL, write, commit, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
+	res, err := h.runJob(ctx, plan, lim, []string{plan.SQL, write, commit, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
 	if err != nil {
 		out.Status = "failed"
 		if rerr := h.record(ctx, req, out, err.Error()); rerr != nil {

@@ -50,6 +50,7 @@ type Metrics struct {
 	runnerDuration  prometheus.Histogram
 	spillStops      prometheus.Counter
 	runnerCrashes   *prometheus.CounterVec
+	limitsHit       *prometheus.CounterVec
 	objectDeletes   *prometheus.CounterVec
 
 	backlogMu    sync.Mutex
@@ -86,7 +87,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.lagBytes, m.lagSeconds, m.confirmedLSN, m.retainedWAL, m.slotRecreations,
 		m.leader, m.reconnects,
 		m.sideEffects, m.lockWait, m.objectDeletes,
-		m.runnerJobs, m.runnerDuration, m.spillStops, m.runnerCrashes,
+		m.runnerJobs, m.runnerDuration, m.spillStops, m.runnerCrashes, m.limitsHit,
 	}
 }
 

@@ -34,6 +34,7 @@ var families = map[string]string{
 	"dataenv_runner_jobs_total":                   "counter",
 	"dataenv_runner_job_duration_seconds":         "histogram",
 	"dataenv_runner_spill_stops_total":            "counter",
+	"dataenv_job_limits_hit_total":                "counter",
 	"dataenv_runner_crashes_total":                "counter",
 }
 

@@ -21,4 +21,5 @@ func (m *Metrics) TouchAll() {
 	m.RunnerJobFinished(RunnerSucceeded, 100*time.Millisecond)
 	m.RunnerSpillStop()
 	m.RunnerCrash("SIGKILL")
+	m.JobLimitHit("timeout")
 }
