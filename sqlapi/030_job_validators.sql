@@ -42,8 +42,10 @@ BEGIN
         END IF;
     END LOOP;
     IF args ? 'max_result_bytes' AND (jsonb_typeof(args->'max_result_bytes') <> 'number'
-        OR (args->>'max_result_bytes')::numeric NOT BETWEEN 1 AND 104857600) THEN
-        RAISE EXCEPTION '%: max_result_bytes must be a number of bytes between 1 and 104857600', fn USING ERRCODE = '22023';
+        OR (args->>'max_result_bytes')::numeric NOT BETWEEN 1 AND 16777216) THEN
+        RAISE EXCEPTION '%: max_result_bytes must be a number of bytes between 1 and 16777216 (16 MiB)', fn
+            USING ERRCODE = '22023',
+                  HINT = 'A result is kept in dataenv.requests; for more rows, materialize the query into a lake table (dataenv.materialize).';
     END IF;
 END
 $$;

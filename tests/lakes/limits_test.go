@@ -2,6 +2,7 @@ package lakes_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -146,5 +147,41 @@ func TestSetJobLimitsRefusals(t *testing.T) {
 	if missing := queryString(t, e.conn, `SELECT coalesce(string_agg(p.oid::regprocedure::text, ', '), '') FROM pg_proc p
 		WHERE p.pronamespace = 'dataenv'::regnamespace AND obj_description(p.oid, 'pg_proc') IS NULL`); missing != "" {
 		t.Fatalf("functions without a comment: %s", missing)
+	}
+}
+
+// A result past the default cap is cut with a marker that says how to get every row; the leader
+// prunes finished requests past the retention (here --request-retention through its environment
+// fallback) and keeps recent ones.
+func TestResultCapAndRetention(t *testing.T) {
+	e := newEnv(t)
+	e.workspace("prod", "")
+	mustExec(t, e.conn, `INSERT INTO dataenv.requests (kind, status, created_at, finished_at, error)
+		VALUES ('ping', 'succeeded', now() - interval '3 days', now() - interval '3 days', 'old'),
+		       ('ping', 'failed', now() - interval '1 hour', now() - interval '1 hour', 'recent')`)
+	e.startSidecar("DATAENV_REQUEST_RETENTION=24h")
+
+	row := e.runRow("prod", `SELECT range AS id, repeat('x', 100) AS pad FROM range(100000)`)
+	var res struct {
+		Truncated bool   `json:"truncated"`
+		Note      string `json:"truncated_note"`
+		RowCount  int    `json:"row_count"`
+	}
+	if err := json.Unmarshal(row.Result, &res); err != nil || row.Status != "succeeded" {
+		t.Fatalf("run: %s %s %v", row.Status, deref(row.Error), err)
+	}
+	if !res.Truncated || res.RowCount == 0 || res.RowCount >= 100000 || len(row.Result) > 300<<10 ||
+		!strings.Contains(res.Note, "256 KiB") || !strings.Contains(res.Note, "dataenv.materialize") {
+		t.Fatalf("truncated %v, %d rows, %d bytes, note %q", res.Truncated, res.RowCount, len(row.Result), res.Note)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.requests WHERE error = 'old'`) != "0" {
+		if time.Now().After(deadline) {
+			t.Fatal("the old finished request was not pruned")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.requests WHERE error = 'recent'`); n != "1" {
+		t.Fatalf("%s recent requests left; want 1", n)
 	}
 }

@@ -34,7 +34,7 @@ func runSidecar(ctx context.Context, args []string, _ io.Writer) error {
 type sidecarOptions struct {
 	httpAddr, grace, logLevel, isolation, runnerPath, pgToolsDirs *string
 	concurrency                                                   *int
-	jobTimeout, jobMemory, jobDisk, jobCgroup                     *string
+	jobTimeout, jobMemory, jobDisk, jobCgroup, retention          *string
 	jobThreads                                                    *int
 }
 
@@ -48,6 +48,8 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 		runnerPath:  fs.String("runner-path", "", "the dataenv-runner binary (default: next to dataenv)"),
 		pgToolsDirs: fs.String("pg-tools-dirs", "", "directories (':'-separated) searched first for pg_dump, pg_restore and psql; "+
 			"each cluster's copies use tools at least as new as its server (then /usr/lib/postgresql/*/bin and PATH are searched)"),
+		retention: fs.String("request-retention", "168h", "how long finished requests are kept before the leader "+
+			"prunes them, in small batches (0 keeps them forever)"),
 		jobTimeout: fs.String("job-timeout", job.DefaultTimeout.String(), "default wall-clock limit of a DuckDB job "+
 			"(dataenv.set_job_limits overrides it per workspace; a request may ask for less)"),
 		jobMemory: fs.String("job-memory", "2GB", "default memory limit of a DuckDB job: DuckDB's memory_limit, and the "+
@@ -69,9 +71,17 @@ func (o sidecarOptions) config() (app.Config, error) {
 	if err != nil {
 		return app.Config{}, err
 	}
+	keep, err := time.ParseDuration(*o.retention)
+	if err != nil || keep < 0 {
+		return app.Config{}, fmt.Errorf("--request-retention %q: want a duration such as 168h (0 keeps requests forever)", *o.retention)
+	}
+	if keep == 0 {
+		keep = -1
+	}
 	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: g,
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
-		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup}, nil
+		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup,
+		RequestRetention: keep}, nil
 }
 
 // jobLimits reads the --job-* flags.

@@ -37,7 +37,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, HTTPAddr: cfg.HTTPAddr, HTTPListener: cfg.HTTPListener,
 		Concurrency: cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
-		Registry: kinds, Metrics: m, Gatherer: reg})
+		Registry: kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention})
 }
 
 // openPool opens the control pool every component shares. Its sessions pin search_path: the

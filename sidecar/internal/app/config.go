@@ -24,6 +24,8 @@ type Config struct {
 	JobIsolation client.Isolation
 	// RunnerPath is the dataenv-runner binary; "" looks next to the dataenv binary.
 	RunnerPath string
+	// RequestRetention keeps finished requests this long (default 7 days; negative: forever).
+	RequestRetention time.Duration
 	// JobLimits are the installation's default job limits; zero fields take job.DefaultLimits.
 	JobLimits job.Limits
 	// JobCgroup is the memory cgroup runners get a cgroup of their own under: a directory,

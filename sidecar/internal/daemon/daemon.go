@@ -38,6 +38,8 @@ type Config struct {
 	Registry      *request.Registry   // every request kind's handler (required)
 	Metrics       *metrics.Metrics    // required
 	Gatherer      prometheus.Gatherer // served on /metrics (required)
+	// RequestRetention keeps finished requests this long; default 7 days, negative forever.
+	RequestRetention time.Duration
 }
 
 func (c *Config) defaults() {

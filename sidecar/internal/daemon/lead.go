@@ -10,6 +10,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/dispatch"
 	"github.com/dataenv/dataenv/sidecar/internal/leader"
 	"github.com/dataenv/dataenv/sidecar/internal/replication"
+	"github.com/dataenv/dataenv/sidecar/internal/retention"
 )
 
 // lead runs the leader's work until leadership is lost or ctx ends. On ctx's end (SIGTERM) it
@@ -30,6 +31,7 @@ func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease) {
 	d := dispatch.New(dispatch.Config{Pool: s.pool, DSN: s.cfg.DSN, Registry: s.cfg.Registry,
 		Concurrency: s.cfg.Concurrency, Logger: s.cfg.Logger, Observer: s.cfg.Metrics})
 	d.Start(leaseCtx, workCtx)
+	go retention.New(retention.Config{Pool: s.pool, Retention: s.cfg.RequestRetention, Logger: s.cfg.Logger}).Run(workCtx)
 	streamDone := make(chan struct{})
 	go func() {
 		defer close(streamDone)

@@ -31,8 +31,14 @@ const (
 	KindMaterialize = "materialize"
 )
 
-// DefaultMaxResultBytes bounds the rows of a job's result when the request does not.
-const DefaultMaxResultBytes = 1 << 20
+// DefaultMaxResultBytes bounds the rows of a job's result when the request does not: results are
+// kept in dataenv.requests (until the retention prunes them), so they stay small; a request may
+// ask for up to MaxResultBytesLimit (max_result_bytes), and materialize writes any number of rows.
+const DefaultMaxResultBytes = 256 << 10
+
+// MaxResultBytesLimit is the largest max_result_bytes a request may ask for (the SQL validator
+// refuses more).
+const MaxResultBytesLimit = 16 << 20
 
 // Config configures the job handlers.
 type Config struct {
@@ -109,8 +115,10 @@ type Result struct {
 	Rows      [][]json.RawMessage `json:"rows"`
 	RowCount  int                 `json:"row_count"`
 	Truncated bool                `json:"truncated,omitempty"`
-	Notes     []string            `json:"notes,omitempty"`
-	Duration  string              `json:"duration"`
+	// TruncatedNote says, when Truncated, where the rows were cut and how to get all of them.
+	TruncatedNote string   `json:"truncated_note,omitempty"`
+	Notes         []string `json:"notes,omitempty"`
+	Duration      string   `json:"duration"`
 }
 
 type runArgs struct {
@@ -143,6 +151,9 @@ func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep requ
 		return nil, err
 	}
 	out := resultOf(res.Results[len(res.Results)-1], plan, res.Duration)
+	if out.Truncated {
+		out.TruncatedNote = truncatedNote(out.RowCount, maxResultBytes(args.MaxResultBytes, h.cfg.MaxResultBytes))
+	}
 	return scrubbed(plan, out)
 }
 
@@ -153,9 +164,7 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, lim *jobLimits, 
 	if err != nil {
 		return nil, err
 	}
-	if maxBytes <= 0 {
-		maxBytes = h.cfg.MaxResultBytes
-	}
+	maxBytes = maxResultBytes(maxBytes, h.cfg.MaxResultBytes)
 	// dataenv's attaches run as setup; then the runner closes the door on the job's own SQL.
 	job := client.Job{Setup: plan.Setup, Sandbox: &protocol.Sandbox{AllowedDirectories: plan.AllowedDirectories()},
 		Blocks: blocks, MaxResultBytes: maxBytes, CollectLastOnly: lastOnly, Isolation: h.cfg.Isolation}
@@ -180,6 +189,21 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, lim *jobLimits, 
 		return nil, errors.New("the DuckDB runner returned no result")
 	}
 	return res, nil
+}
+
+// maxResultBytes is the request's max_result_bytes, else the default, never past the limit.
+func maxResultBytes(asked, def int64) int64 {
+	if asked <= 0 {
+		return def
+	}
+	return min(asked, MaxResultBytesLimit)
+}
+
+// truncatedNote is the marker of a cut result: where, and how to get every row.
+func truncatedNote(kept int, limit int64) string {
+	return fmt.Sprintf("result truncated: the rows past %d KiB of JSON were dropped (%d rows kept). "+
+		"Write every row to a lake table with dataenv.materialize(workspace, 'ducklake://<lake>/<table>', query), "+
+		"add a LIMIT or aggregate, or ask for up to %d MiB with max_result_bytes", limit>>10, kept, MaxResultBytesLimit>>20)
 }
 
 // observe records a finished runner job in the metrics.
