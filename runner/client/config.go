@@ -69,8 +69,12 @@ type Config struct {
 	// Default 2 s.
 	WaitDelay time.Duration
 	// WarmSpare keeps one runner started ahead of the next job: process started, DuckDB open,
-	// the required extensions loaded.
+	// the required extensions loaded. Same as WarmSpares = 1.
 	WarmSpare bool
+	// WarmSpares is how many spare runners are kept per isolation mode (0: none, unless
+	// WarmSpare). Each runs one job and exits: a spare is never reused; a new one is started in
+	// the background once the job that took one is done.
+	WarmSpares int
 	// Logger receives one line per job. Default: discard.
 	Logger *slog.Logger
 }
@@ -111,6 +115,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.WarmSpare && c.WarmSpares < 1 {
+		c.WarmSpares = 1
+	}
+	c.WarmSpare = c.WarmSpares > 0
 	return c, nil
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// assertNoJobProcess fails when a process of a job is still alive under the sidecar (spare
-// runners aside: none are kept in these tests' sidecars).
+// assertNoJobProcess fails when a process of a job is still alive under the sidecar (started
+// with DATAENV_JOB_WARM_SPARES=0, so that no spare runner is there either).
 func (e *env) assertNoJobProcess() {
 	e.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -58,7 +58,8 @@ func TestJobLimits(t *testing.T) {
 	mustExec(t, e.conn, `SELECT dataenv.add_storage('st', $1)`, url)
 	e.workspace("prod", "")
 	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
-	e.startSidecar("DATAENV_JOB_MEMORY=500MB", "DATAENV_JOB_THREADS=1")
+	// No spares: every process under the sidecar is then a job's.
+	e.startSidecar("DATAENV_JOB_MEMORY=500MB", "DATAENV_JOB_THREADS=1", "DATAENV_JOB_WARM_SPARES=0")
 	ctx := context.Background()
 
 	r := e.run("prod", `SELECT current_setting('memory_limit'), current_setting('threads')`)
@@ -183,5 +184,29 @@ func TestResultCapAndRetention(t *testing.T) {
 	}
 	if n := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.requests WHERE error = 'recent'`); n != "1" {
 		t.Fatalf("%s recent requests left; want 1", n)
+	}
+}
+
+// Warm runners by default: the sidecar keeps spares (DuckDB open, extensions loaded), and each
+// job runs on one of its own (the client's tests show that a spare never takes a second job).
+func TestJobsRunOnWarmSpares(t *testing.T) {
+	e := newEnv(t)
+	e.workspace("prod", "")
+	e.startSidecar()
+	for i := 0; i < 3; i++ {
+		row := e.runRow("prod", `SELECT 42`)
+		var res struct {
+			Warm bool                `json:"warm"`
+			Rows [][]json.RawMessage `json:"rows"`
+		}
+		if err := json.Unmarshal(row.Result, &res); err != nil || row.Status != "succeeded" {
+			t.Fatalf("job %d: %s %s %v", i, row.Status, deref(row.Error), err)
+		}
+		if i > 0 && !res.Warm {
+			t.Fatalf("job %d did not run on a warm spare: %s", i, row.Result)
+		}
+		if string(res.Rows[0][0]) != "42" {
+			t.Fatalf("job %d: %s", i, row.Result)
+		}
 	}
 }

@@ -35,7 +35,7 @@ type sidecarOptions struct {
 	httpAddr, grace, logLevel, isolation, runnerPath, pgToolsDirs *string
 	concurrency                                                   *int
 	jobTimeout, jobMemory, jobDisk, jobCgroup, retention          *string
-	jobThreads                                                    *int
+	jobThreads, jobSpares                                         *int
 }
 
 func sidecarFlags(fs flagSet) sidecarOptions {
@@ -57,6 +57,8 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 		jobThreads: fs.Int("job-threads", job.DefaultThreads, "default number of DuckDB threads of a job"),
 		jobDisk: fs.String("job-disk", "10GB", "default disk limit of a DuckDB job: spill and scratch space plus bytes "+
 			"written into the workspace's local lake paths"),
+		jobSpares: fs.Int("job-warm-spares", 2, "warm spare DuckDB runners kept per isolation mode (started, DuckDB open, "+
+			"extensions loaded; each runs one job, refilled in the background); 0 disables"),
 		jobCgroup: fs.String("job-cgroup", "auto", "memory cgroup under which each runner gets a cgroup of its own: "+
 			"a directory (v1 memory controller or v2), auto (the sidecar's own memory cgroup when a child can be made there), or off"),
 	}
@@ -80,7 +82,7 @@ func (o sidecarOptions) config() (app.Config, error) {
 	}
 	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: g,
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
-		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup,
+		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup, JobWarmSpares: max(*o.jobSpares, 0),
 		RequestRetention: keep}, nil
 }
 

@@ -31,10 +31,12 @@ func Run(ctx context.Context, cfg Config) error {
 	defer pool.Close()
 	reg := metrics.NewRegistry()
 	m := metrics.New(reg)
-	kinds, err := buildKinds(pool, cfg, m)
+	kinds, jobs, err := buildKinds(pool, cfg, m)
 	if err != nil {
 		return err
 	}
+	defer jobs.Close()
+	go jobs.Prewarm(ctx)
 	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, HTTPAddr: cfg.HTTPAddr, HTTPListener: cfg.HTTPListener,
 		Concurrency: cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
 		Registry: kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention})
@@ -69,11 +71,11 @@ type components struct {
 
 // buildKinds builds every area on one set of shared components and registers every request
 // kind's handler: the one place that knows them all.
-func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Registry, error) {
+func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Registry, *job.Handlers, error) {
 	log := cfg.Logger
 	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: pool.Config().ConnString(), Metrics: m, Logger: log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lakeRegistry := lake.NewRegistry(pool, admin, 0)
 	resolver := &lake.Resolver{Control: pool, Clusters: boundClusters{admin}, Registry: lakeRegistry, Access: lake.NewAccess(pool, admin),
@@ -81,15 +83,16 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	lakeHooks := lake.NewHooks(pool, admin, lakeRegistry, log)
 	lakeHooks.Metrics = m
 	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m, Limits: cfg.JobLimits,
-		Isolation: cfg.JobIsolation, Runner: client.Config{RunnerPath: cfg.RunnerPath, Logger: log, CgroupParent: jobCgroup(cfg.JobCgroup, log)}})
+		Isolation: cfg.JobIsolation, Runner: client.Config{RunnerPath: cfg.RunnerPath, Logger: log, CgroupParent: jobCgroup(cfg.JobCgroup, log),
+			WarmSpares: cfg.JobWarmSpares}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
 		Cleaners: []workspace.ForkCleaner{lakeHooks, admin}, BlocksCreate: lake.BlocksCreate,
 		Tools: pgtool.NewFinder(cfg.PGToolsDirs)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Every handler runs behind the kind's authorization policy (dataenv.authorize_request),
 	// checked for the request's requested_by before each attempt.
@@ -102,7 +105,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	if registerTestKinds != nil {
 		registerTestKinds(reg, components{Pool: pool, Metrics: m, Logger: log, Clusters: admin, Lakes: lakeHooks})
 	}
-	return reg, nil
+	return reg, jobs, nil
 }
 
 // jobCgroup is the memory cgroup runners get one of their own under ("" for none): the

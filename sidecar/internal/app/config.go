@@ -28,6 +28,8 @@ type Config struct {
 	RequestRetention time.Duration
 	// JobLimits are the installation's default job limits; zero fields take job.DefaultLimits.
 	JobLimits job.Limits
+	// JobWarmSpares is how many warm spare runners are kept per isolation mode (0: none).
+	JobWarmSpares int
 	// JobCgroup is the memory cgroup runners get a cgroup of their own under: a directory,
 	// "auto" or "" (the sidecar's own memory cgroup when a child can be made there), or "off".
 	JobCgroup string

@@ -91,6 +91,31 @@ func (h *Handlers) Register(reg *request.Registry) {
 	reg.Register(KindMaterialize, request.HandlerFunc(h.handleMaterialize))
 }
 
+// Prewarm fills the pool of warm spare runners for the jobs' isolation (Config.Runner.WarmSpares;
+// nothing without), so that the first job does not pay the cold start either. A sidecar without
+// the runner binary logs why and goes on: its jobs fail with the reason.
+func (h *Handlers) Prewarm(ctx context.Context) {
+	if h.cfg.Runner.WarmSpares <= 0 {
+		return
+	}
+	c, err := h.client()
+	if err == nil {
+		err = c.Prewarm(ctx, h.cfg.Isolation)
+	}
+	if err != nil && ctx.Err() == nil {
+		h.log.Warn("warm spare DuckDB runners", "error", err)
+	}
+}
+
+// Close stops the spare runners.
+func (h *Handlers) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.runner != nil {
+		h.runner.Close()
+	}
+}
+
 func (h *Handlers) client() (*client.Client, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -119,6 +144,8 @@ type Result struct {
 	TruncatedNote string   `json:"truncated_note,omitempty"`
 	Notes         []string `json:"notes,omitempty"`
 	Duration      string   `json:"duration"`
+	// Warm is true when the job ran on a warm spare runner (started ahead, DuckDB open).
+	Warm bool `json:"warm,omitempty"`
 }
 
 type runArgs struct {
@@ -151,6 +178,7 @@ func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep requ
 		return nil, err
 	}
 	out := resultOf(res.Results[len(res.Results)-1], plan, res.Duration)
+	out.Warm = res.Warm
 	if out.Truncated {
 		out.TruncatedNote = truncatedNote(out.RowCount, maxResultBytes(args.MaxResultBytes, h.cfg.MaxResultBytes))
 	}
