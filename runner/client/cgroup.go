@@ -130,3 +130,19 @@ func OwnMemoryCgroup() (string, error) {
 	cg.remove()
 	return dir, nil
 }
+
+// sweepStaleCgroups removes the runner cgroups under parent that a sidecar killed before its
+// cleanup left behind: empty ones (no process) created more than a minute ago, so that a cgroup
+// another client just made for a runner that is about to join it is never taken away.
+func sweepStaleCgroups(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, "dataenv-runner-*"))
+	for _, d := range dirs {
+		st, err := os.Stat(d)
+		if err != nil || time.Since(st.ModTime()) < time.Minute {
+			continue
+		}
+		if procs, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil && len(strings.TrimSpace(string(procs))) == 0 {
+			_ = os.Remove(d)
+		}
+	}
+}

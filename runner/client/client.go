@@ -30,6 +30,9 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.CgroupParent != "" {
+		sweepStaleCgroups(cfg.CgroupParent)
+	}
 	return &Client{cfg: cfg, spares: map[Isolation][]*process{}, starting: map[Isolation]int{},
 		changed: make(chan struct{})}, nil
 }

@@ -66,6 +66,11 @@ func TestCgroupMemoryLimitEndsTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatalf("this machine lets no child memory cgroup be made: %v", err)
 	}
+	cgroups := func() string {
+		left, _ := filepath.Glob(filepath.Join(parent, "dataenv-runner-*"))
+		return strings.Join(left, " ")
+	}
+	before := cgroups()
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
 			c, root := newClient(t, client.Config{Isolation: mode, CgroupParent: parent})
@@ -78,9 +83,8 @@ func TestCgroupMemoryLimitEndsTheJob(t *testing.T) {
 				t.Fatalf("error %v; want the memory limit of 256 MB", err)
 			}
 			assertNextJobRuns(t, c, root)
-			left, _ := filepath.Glob(filepath.Join(parent, "dataenv-runner-*"))
-			if len(left) > 0 {
-				t.Fatalf("cgroups left behind: %v", left)
+			if after := cgroups(); after != before {
+				t.Fatalf("cgroups left behind: %s (before the test: %s)", after, before)
 			}
 		})
 	}
