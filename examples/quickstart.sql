@@ -18,6 +18,8 @@ SELECT dataenv.create_database('instance', 'crm') AS id \gset
 SELECT status, error, result FROM dataenv.wait(:'id', '2 min');
 
 \connect crm
+-- as the application role, which owns the databases dataenv creates (jobs and forks see what it may)
+SET ROLE dataenv_app;
 CREATE TABLE customers (customer_id integer PRIMARY KEY, name text NOT NULL, country text NOT NULL);
 INSERT INTO customers VALUES (1, 'Ada', 'UK'), (2, 'Grace', 'US'), (3, 'Edsger', 'NL');
 \connect dataenv

@@ -88,6 +88,7 @@ type Options struct {
 	HTTPAddr string   // default "-" (no listener)
 	Env      []string // extra KEY=VALUE, e.g. DATAENV_CRASH_AT=...
 	Args     []string // extra flags
+	Binary   string   // another dataenv binary (BuildRelease); default the tree's own (Binary)
 }
 
 // Process is a running sidecar.
@@ -105,6 +106,9 @@ func Start(t testing.TB, opts Options) *Process {
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.Binary != "" {
+		bin = opts.Binary
 	}
 	if opts.HTTPAddr == "" {
 		opts.HTTPAddr = "-"

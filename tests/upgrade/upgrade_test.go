@@ -1,0 +1,165 @@
+package upgrade_test
+
+import (
+	"context"
+	"io/fs"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/migrations"
+	"github.com/dataenv/dataenv/sidecar/names"
+	"github.com/dataenv/dataenv/tests/sidecartest"
+	"github.com/dataenv/dataenv/tests/testenv"
+)
+
+// snapshot counts what an upgrade must keep.
+type snapshot struct {
+	Requests, Workspaces, Datatables, ForkCopies, ManagedDatabases, Clusters int
+}
+
+const snapshotSQL = `SELECT
+	(SELECT count(*) FROM dataenv.requests),
+	(SELECT count(*) FROM dataenv.workspaces),
+	(SELECT count(*) FROM dataenv.datatables),
+	(SELECT count(*) FROM dataenv.fork_copies),
+	(SELECT count(*) FROM dataenv.managed_databases),
+	(SELECT count(*) FROM dataenv.clusters)`
+
+func take(t *testing.T, conn *pgx.Conn) snapshot {
+	t.Helper()
+	var s snapshot
+	if err := conn.QueryRow(context.Background(), snapshotSQL).Scan(&s.Requests, &s.Workspaces,
+		&s.Datatables, &s.ForkCopies, &s.ManagedDatabases, &s.Clusters); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	return s
+}
+
+// TestUpgradeFromLastReleaseWithWorkInFlight: the last release is installed and does real work
+// (a cluster set up, a managed database, a workspace with a datatable, a full_copy fork); its
+// sidecar is killed with requests pending and one interrupted while it runs; this tree's
+// install runs over it; the new sidecar finishes every unfinished request exactly once, keeps
+// every row, and can drop what the release created.
+func TestUpgradeFromLastReleaseWithWorkInFlight(t *testing.T) {
+	db := pg.CreateDatabase(t)
+	dsn := pg.DSN(db)
+	conn := pg.Connect(t, db)
+	t.Cleanup(func() { sidecartest.DropSlot(conn) })
+
+	runRelease(t, "install", "--dsn", dsn)
+	old := sidecartest.Start(t, sidecartest.Options{DSN: dsn, Binary: releaseBin})
+
+	prefix := pg.NamePrefix(t)
+	app, repl := "dataenv_"+prefix+"app", "dataenv_"+prefix+"repl"
+	pg.DropRolesAtCleanup(t, app, repl)
+	testenv.MustExec(t, conn, `SELECT dataenv.update_cluster('instance', app_role => $1, replication_role => $2)`, app, repl)
+	succeed(t, conn, request(t, conn, `SELECT dataenv.setup_cluster('instance')`))
+	parent := prefix + "parent"
+	succeed(t, conn, request(t, conn, `SELECT dataenv.create_database('instance', $1)`, parent))
+	fillParent(t, parent)
+	ws, fork := "up-"+uuid.NewString()[:8], "upf-"+uuid.NewString()[:8]
+	testenv.MustExec(t, conn, `SELECT dataenv.create_workspace($1)`, ws)
+	testenv.MustExec(t, conn, `SELECT dataenv.add_datatable($1, 'app', 'instance', $2)`, ws, parent)
+	succeed(t, conn, request(t, conn, `SELECT dataenv.create_fork($1, $2, '{"app": "full_copy"}')`, ws, fork))
+
+	// Work in flight: a fork and a database whose requests the release's sidecar may have
+	// claimed when it is killed, and pings it never saw.
+	fork2 := "upg-" + uuid.NewString()[:8]
+	inFlight := []uuid.UUID{
+		request(t, conn, `SELECT dataenv.create_fork($1, $2, '{"app": "full_copy"}')`, ws, fork2),
+		request(t, conn, `SELECT dataenv.create_database('instance', $1)`, prefix+"second"),
+	}
+	old.Kill()
+	for range 10 {
+		inFlight = append(inFlight, request(t, conn, `SELECT dataenv.ping()`))
+	}
+	before := take(t, conn)
+
+	out, err := exec.Command(mustBinary(t), "install", "--dsn", dsn).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dataenv install over release %s: %v\n%s", release[:12], err, out)
+	}
+	t.Logf("install over the release:\n%s", out)
+	if after := take(t, conn); after != before {
+		t.Fatalf("the upgrade changed what it must keep: before %+v, after %+v", before, after)
+	}
+	files, err := fs.Glob(migrations.FS, "*.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testenv.Query[int](t, conn, `SELECT count(*) FROM dataenv.schema_migrations`); n != len(files) {
+		t.Fatalf("%d migrations recorded after the upgrade, this tree has %d", n, len(files))
+	}
+
+	sidecartest.Start(t, sidecartest.Options{DSN: dsn})
+	for _, id := range inFlight {
+		succeed(t, conn, id)
+	}
+	if n := testenv.Query[int](t, conn, `SELECT count(*) FROM pg_database WHERE datname = $1`, names.ForkDatabase(fork2, "app")); n != 1 {
+		t.Fatalf("the interrupted fork has %d copies, want 1", n)
+	}
+	if n := testenv.Query[int](t, conn, `SELECT count(*) FROM pg_database WHERE datname LIKE 'dataenv\_tmp\_%'`); n != 0 {
+		t.Fatalf("%d staging databases left after the interrupted requests", n)
+	}
+	// What the release made is still dataenv's to drop, with the new sidecar.
+	for _, f := range []string{fork, fork2} {
+		succeed(t, conn, request(t, conn, `SELECT dataenv.drop_fork($1)`, f))
+		if n := testenv.Query[int](t, conn, `SELECT count(*) FROM pg_database WHERE datname = $1`, names.ForkDatabase(f, "app")); n != 0 {
+			t.Fatalf("drop_fork %s left its copy", f)
+		}
+	}
+	succeed(t, conn, request(t, conn, `SELECT dataenv.drop_database('instance', $1)`, prefix+"second"))
+	if n := testenv.Query[int](t, conn, `SELECT count(*) FROM dataenv.requests WHERE status NOT IN ('succeeded')`); n != 0 {
+		t.Fatalf("%d requests did not succeed", n)
+	}
+}
+
+// fillParent gives the parent database a table with rows, made as the superuser.
+func fillParent(t *testing.T, db string) {
+	t.Helper()
+	c := pg.Connect(t, db)
+	testenv.MustExec(t, c, `CREATE TABLE customers (id int PRIMARY KEY, name text)`)
+	testenv.MustExec(t, c, `INSERT INTO customers SELECT g, 'c' || g FROM generate_series(1, 100) g`)
+}
+
+func runRelease(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(releaseBin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("release %s: dataenv %s: %v\n%s", release[:12], strings.Join(args, " "), err, out)
+	}
+}
+
+func mustBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := sidecartest.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+func request(t *testing.T, conn *pgx.Conn, sql string, args ...any) uuid.UUID {
+	t.Helper()
+	var id uuid.UUID
+	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&id); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return id
+}
+
+func succeed(t *testing.T, conn *pgx.Conn, id uuid.UUID) {
+	t.Helper()
+	r := sidecartest.Wait(t, conn, id, 3*time.Minute)
+	if r.Status != "succeeded" {
+		e := ""
+		if r.Error != nil {
+			e = *r.Error
+		}
+		t.Fatalf("request %s (%s): %s: %s", id, r.Kind, r.Status, e)
+	}
+}
