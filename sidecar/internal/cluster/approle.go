@@ -29,6 +29,7 @@ func (l *Locked) AppConnConfig(ctx context.Context, database string) (*pgx.ConnC
 		return nil, err
 	}
 	cfg.User, cfg.Password = l.cluster.AppRole, pw
+	nameSession(ctx, cfg)
 	return cfg, nil
 }
 

@@ -112,6 +112,9 @@ func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dr
 			return nil, retryable(err)
 		}
 		if len(copies) == 0 && lakeLeftovers == 0 {
+			if req.Attempts > 1 {
+				return nil, nil // an earlier attempt of this request finished the drop before it was interrupted
+			}
 			return nil, request.Refusef("drop_fork: no workspace %q, and no fork copies or lake namespaces of one are left", args.Fork)
 		}
 		return []string{args.Fork}, nil
