@@ -81,7 +81,7 @@ func (d *Dispatcher) process(ctx context.Context, e *entry) {
 		d.runHandler(ctx, e, h, c.attempt, true)
 	case claimLater:
 		e.claimTries++
-		if e.claimTries == 20 {
+		if e.claimTries == 10 {
 			d.cfg.Logger.Info("request claim keeps matching no row; still trying", "request", e.req.ID, "reason", c.reason)
 		}
 		d.cfg.Signals.send(sigDeferred, ev)
