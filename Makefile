@@ -8,7 +8,7 @@ BIN         := $(CURDIR)/bin
 TEST_FLAGS  ?= -count=1 -timeout 25m -p 2
 PKGS        ?= ./...
 
-.PHONY: help deps build test bench lint run clean
+.PHONY: help deps build test bench chaos lint run clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -30,6 +30,9 @@ test: deps ## install deps, then run every test against real Postgres, S3 and Du
 
 bench: deps ## run the benchmarks (tests/bench) and update BENCHMARKS.md; BENCH_FLAGS='-only pipeline' for some
 	$(GO) run ./tests/bench $(BENCH_FLAGS)
+
+chaos: deps ## run the chaos harness (tests/chaos: 1,000 leader kills and every other fault) and update RELIABILITY.md; CHAOS_FLAGS='-kills 100' for a short run
+	$(GO) run ./tests/chaos $(CHAOS_FLAGS)
 
 lint: ## gofmt, go vet, go mod tidy, and no test code in the shipped binaries
 	@out="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \
