@@ -41,6 +41,7 @@ type Cluster struct {
 
 	port       int
 	persistent bool
+	attached   bool
 	binDir     string
 	runAs      *runAs
 	logger     *slog.Logger
@@ -64,6 +65,10 @@ func (c *Cluster) Port() int { return c.port }
 
 // Persistent reports whether Stop keeps the directory.
 func (c *Cluster) Persistent() bool { return c.persistent }
+
+// Attached reports whether Start found a persistent cluster's server already running and used
+// it, rather than starting it: whoever started it is the one to stop it.
+func (c *Cluster) Attached() bool { return c.attached }
 
 // DSN is a URL connection string for the superuser over TCP (sslmode=disable).
 func (c *Cluster) DSN(dbname string) string {

@@ -52,6 +52,7 @@ func (c *Cluster) startPersistent(ctx context.Context, cfg Config) error {
 	if pm, err := readPostmasterPID(c.DataDir); err == nil && syscall.Kill(pm.pid, 0) == nil {
 		c.port = pm.port
 		if err := c.ping(ctx); err == nil {
+			c.attached = true
 			c.logger.Info("postgres already running", "port", pm.port, "dir", dir)
 			if pm.socketDir != "" && pm.socketDir != c.SocketDir {
 				c.removeOwnSocketDir()

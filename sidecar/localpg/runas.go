@@ -2,7 +2,9 @@ package localpg
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -85,6 +87,9 @@ func (r *runAs) checkTraversable(dir string) error {
 	}
 	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
 		st, err := os.Stat(d)
+		if errors.Is(err, fs.ErrNotExist) && d != filepath.Dir(d) {
+			continue // created enterable (0755) when the cluster is made
+		}
 		if err != nil {
 			return fmt.Errorf("localpg: %w", err)
 		}
@@ -100,4 +105,14 @@ func (r *runAs) checkTraversable(dir string) error {
 			return nil
 		}
 	}
+}
+
+// Reachable reports, as a clear error, when the user initdb and postgres run as (postgres, when
+// this process is root) cannot reach dir: a parent directory such as a 0700 home directory.
+func Reachable(dir string) error {
+	ra, err := resolveRunAs()
+	if err != nil {
+		return err
+	}
+	return ra.checkTraversable(dir)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,4 +200,47 @@ func TestPrometheusEvaluatesEveryPanelAndAlertAgainstASidecar(t *testing.T) {
 			t.Errorf("%s returned no data from the running sidecar: %v", expr, err)
 		}
 	}
+}
+
+// TestEveryDashboardMetricExistsOnAFreshSidecar: before any request, /metrics already has every
+// family a dashboard panel or an alert selects (at zero), so a fresh install shows zeros, not
+// "No data".
+func TestEveryDashboardMetricExistsOnAFreshSidecar(t *testing.T) {
+	_, addr := runningSidecar(t)
+	fams := scrape(t, addr)
+	dash, err := grafana.DashboardQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts, err := grafana.AlertQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range append(dash, alerts...) {
+		names, err := grafana.MetricNames(q.Expr)
+		if err != nil {
+			t.Fatalf("%s: %v", q.Source, err)
+		}
+		for _, n := range names {
+			if !exported(fams, n) {
+				t.Errorf("%s selects %s, which a fresh sidecar does not export", q.Source, n)
+			}
+		}
+	}
+}
+
+// exported reports whether the scrape has a series of metric n (a histogram's _bucket, _sum and
+// _count belong to the family of the base name).
+func exported(fams map[string]*dto.MetricFamily, n string) bool {
+	if f, ok := fams[n]; ok && len(f.GetMetric()) > 0 {
+		return true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(n, suffix); ok {
+			if f, ok := fams[base]; ok && len(f.GetMetric()) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

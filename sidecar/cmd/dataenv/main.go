@@ -96,6 +96,22 @@ func (f flagSet) String(name, def, help string) *string {
 	return f.FlagSet.String(name, def, fmt.Sprintf("%s [%s]", help, envName(name)))
 }
 
+func (f flagSet) Bool(name string, def bool, help string) *bool {
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		def = v == "1" || strings.EqualFold(v, "true")
+	}
+	return f.FlagSet.Bool(name, def, fmt.Sprintf("%s [%s]", help, envName(name)))
+}
+
+// isSet reports whether the flag was given on the command line or through its environment
+// variable (after Parse).
+func (f flagSet) isSet(name string) bool {
+	set := false
+	f.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	_, inEnv := os.LookupEnv(envName(name))
+	return set || inEnv
+}
+
 func (f flagSet) Int(name string, def int, help string) *int {
 	if v, ok := os.LookupEnv(envName(name)); ok {
 		_, _ = fmt.Sscan(v, &def)

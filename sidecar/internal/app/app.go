@@ -37,7 +37,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, Instance: instance, HTTPAddr: cfg.HTTPAddr,
-		Concurrency: cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
+		HTTPListener: cfg.HTTPListener,
+		Concurrency:  cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
 		RescueInterval: cfg.RescueInterval, RescueAfter: cfg.RescueAfter, RetryWindow: cfg.RetryWindow,
 		Registry: kinds, Metrics: m, Gatherer: reg})
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/dataenv/dataenv/runner/client"
@@ -12,6 +13,7 @@ import (
 type Config struct {
 	DSN           string        // control database (the role that ran install)
 	HTTPAddr      string        // /metrics, /healthz, /readyz; default 127.0.0.1:9750; "-" disables
+	HTTPListener  net.Listener  // already bound (dataenv dev binds before it says it runs)
 	Concurrency   int           // parallel handlers, default 8
 	ShutdownGrace time.Duration // SIGTERM: time for running handlers to finish, default 30s
 	Logger        *slog.Logger

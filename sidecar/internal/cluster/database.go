@@ -421,10 +421,10 @@ func (a *Admin) handleCreateDatabase(ctx context.Context, req *request.Request, 
 		return err
 	})
 	if err != nil {
-		a.finish(ctx, rep, "create_database", "database "+args.Name, "", "", err)
+		a.finish(ctx, rep, metrics.OpCreateDatabase, "database "+args.Name, "", "", err)
 		return nil, err
 	}
-	a.finish(ctx, rep, "create_database", "database "+args.Name, out.Status, out.Detail, nil)
+	a.finish(ctx, rep, metrics.OpCreateDatabase, "database "+args.Name, out.Status, out.Detail, nil)
 	return out, nil
 }
 
@@ -440,10 +440,10 @@ func (a *Admin) handleDropDatabase(ctx context.Context, req *request.Request, re
 		return err
 	})
 	if err != nil {
-		a.finish(ctx, rep, "drop_database", "database "+args.Name, "", "", err)
+		a.finish(ctx, rep, metrics.OpDropDatabase, "database "+args.Name, "", "", err)
 		return nil, err
 	}
-	a.finish(ctx, rep, "drop_database", "database "+args.Name, out.Status, out.Detail, nil)
+	a.finish(ctx, rep, metrics.OpDropDatabase, "database "+args.Name, out.Status, out.Detail, nil)
 	return out, nil
 }
 

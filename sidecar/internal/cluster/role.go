@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -53,10 +54,10 @@ func (a *Admin) handleCreateDatatableRole(ctx context.Context, req *request.Requ
 		return err
 	})
 	if err != nil {
-		a.finish(ctx, rep, "create_datatable_role", "role "+args.Role, "", "", err)
+		a.finish(ctx, rep, metrics.OpCreateDatatableRole, "role "+args.Role, "", "", err)
 		return nil, err
 	}
-	a.finish(ctx, rep, "create_datatable_role", "role "+args.Role, out.Status, out.Detail, nil)
+	a.finish(ctx, rep, metrics.OpCreateDatatableRole, "role "+args.Role, out.Status, out.Detail, nil)
 	return out, nil
 }
 
@@ -75,10 +76,10 @@ func (a *Admin) handleDropDatatableRole(ctx context.Context, req *request.Reques
 		return err
 	})
 	if err != nil {
-		a.finish(ctx, rep, "drop_datatable_role", "role "+args.Role, "", "", err)
+		a.finish(ctx, rep, metrics.OpDropDatatableRole, "role "+args.Role, "", "", err)
 		return nil, err
 	}
-	a.finish(ctx, rep, "drop_datatable_role", "role "+args.Role, out.Status, out.Detail, nil)
+	a.finish(ctx, rep, metrics.OpDropDatatableRole, "role "+args.Role, out.Status, out.Detail, nil)
 	return out, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/sidecar/names"
 )
@@ -79,7 +80,7 @@ func (a *Admin) handleSetup(ctx context.Context, req *request.Request, rep reque
 		return nil, err
 	}
 	res, err := a.Setup(ctx, args.Cluster, rep)
-	a.countSideEffect("setup_cluster", res != nil && res.Changed, err)
+	a.countSideEffect(metrics.OpSetupCluster, res != nil && res.Changed, err)
 	if err != nil {
 		a.log.Info("cluster setup did not succeed", "cluster", args.Cluster, "refused", request.IsRefused(err), "error", err.Error())
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -35,6 +36,7 @@ type Config struct {
 	// composition root names the pool's sessions with it, so it passes the same id here.
 	Instance      uuid.UUID
 	HTTPAddr      string        // /metrics, /healthz, /readyz; default 127.0.0.1:9750; "-" disables
+	HTTPListener  net.Listener  // bound already (dataenv dev); HTTPAddr is then only reported
 	Concurrency   int           // parallel handlers, default 8
 	ShutdownGrace time.Duration // SIGTERM: time for running handlers to finish, default 30s
 	// RescueInterval is the period of the leader's rescuer sweep, default 2s; RescueAfter the age
@@ -87,7 +89,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := s.checkSchema(ctx); err != nil {
 		return err
 	}
-	cfg.Metrics.InitKinds(cfg.Registry.Kinds()...)
+	cfg.Metrics.Init(cfg.Registry.Kinds()...)
 	stopHTTP, err := s.startHTTP(ctx)
 	if err != nil {
 		return err
@@ -126,10 +128,11 @@ func (s *Sidecar) startHTTP(ctx context.Context) (func(), error) {
 	if s.cfg.HTTPAddr == "-" {
 		return func() {}, nil
 	}
-	srv := httpserver.New(httpserver.Config{Addr: s.cfg.HTTPAddr, Gatherer: s.cfg.Gatherer,
-		Ready: s.readiness, Logger: s.cfg.Logger})
+	srv := httpserver.New(httpserver.Config{Addr: s.cfg.HTTPAddr, Listener: s.cfg.HTTPListener,
+		Gatherer: s.cfg.Gatherer, Ready: s.readiness, Logger: s.cfg.Logger})
 	if err := srv.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start HTTP listener on %s: %w", s.cfg.HTTPAddr, err)
+		return nil, fmt.Errorf("start the HTTP listener of /metrics, /healthz and /readyz: %w "+
+			"(choose another address with --http-addr, or --http-addr - to disable it)", err)
 	}
 	return srv.Stop, nil
 }

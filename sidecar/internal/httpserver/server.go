@@ -38,6 +38,9 @@ type Config struct {
 	Logger *slog.Logger
 	// ShutdownTimeout bounds Stop; DefaultShutdownTimeout when zero.
 	ShutdownTimeout time.Duration
+	// Listener, when set, is served instead of listening on Addr (a caller that had to bind
+	// before it could report the address, as dataenv dev does).
+	Listener net.Listener
 }
 
 // Server is the HTTP listener. Start it once; Stop is idempotent and also runs when the context
@@ -87,10 +90,13 @@ func (s *Server) Handler() http.Handler {
 // Start binds the listener (so an address in use fails here) and serves in the background until
 // Stop or until ctx is cancelled.
 func (s *Server) Start(ctx context.Context) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("http listener on %s: %w", s.cfg.Addr, err)
+	ln := s.cfg.Listener
+	if ln == nil {
+		var lc net.ListenConfig
+		var err error
+		if ln, err = lc.Listen(ctx, "tcp", s.cfg.Addr); err != nil {
+			return fmt.Errorf("http listener on %s: %w", s.cfg.Addr, err)
+		}
 	}
 	s.listener = ln
 	s.log.Info("http listener started", "addr", ln.Addr().String())

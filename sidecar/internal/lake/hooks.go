@@ -185,10 +185,10 @@ func (h *Hooks) cleanupRow(ctx context.Context, row registryRow, rep request.Rep
 	}
 	if !row.SchemaDropped {
 		if err := h.dropSchema(ctx, row, rep); err != nil {
-			h.Metrics.SideEffect("drop_lake_schema", effectResult(err))
+			h.Metrics.SideEffect(metrics.OpDropLakeSchema, effectResult(err))
 			return fail(err)
 		}
-		h.Metrics.SideEffect("drop_lake_schema", metrics.ResultDone)
+		h.Metrics.SideEffect(metrics.OpDropLakeSchema, metrics.ResultDone)
 		if _, err := h.pool.Exec(ctx, `UPDATE dataenv.fork_lake_namespaces SET schema_dropped = true WHERE `+registryKey, row.key()...); err != nil {
 			return fail(err)
 		}
@@ -200,10 +200,10 @@ func (h *Hooks) cleanupRow(ctx context.Context, row registryRow, rep request.Rep
 	nc.ObjectsDeleted = n
 	h.Metrics.ObjectsDeleted(metrics.ResultDone, n)
 	if err != nil {
-		h.Metrics.SideEffect("delete_fork_prefix", effectResult(err))
+		h.Metrics.SideEffect(metrics.OpDeleteForkPrefix, effectResult(err))
 		return fail(err)
 	}
-	h.Metrics.SideEffect("delete_fork_prefix", metrics.ResultDone)
+	h.Metrics.SideEffect(metrics.OpDeleteForkPrefix, metrics.ResultDone)
 	request.Reportf(ctx, rep, "lake "+row.Lake+" data", "deleted", "%d objects under %s/%s", n, row.StorageURL, row.DataPath)
 	if _, err := h.pool.Exec(ctx, `DELETE FROM dataenv.fork_lake_namespaces WHERE `+registryKey, row.key()...); err != nil {
 		return fail(err)

@@ -28,7 +28,7 @@ func TestDashboardAndAlertsOnRealPrometheus(t *testing.T) {
 
 	reg := metrics.NewRegistry()
 	m := metrics.New(reg)
-	m.InitKinds(drivenKinds...)
+	m.Init(drivenKinds...)
 	srv := httpserver.New(httpserver.Config{Addr: "127.0.0.1:0", Gatherer: reg, Logger: slog.New(slog.DiscardHandler)})
 	if err := srv.Start(ctx); err != nil {
 		t.Fatal(err)

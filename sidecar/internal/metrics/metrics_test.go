@@ -91,7 +91,7 @@ func TestEveryFamilyExportedAndLintClean(t *testing.T) {
 func TestCountersAndHistogramsMove(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	m.InitKinds("create_fork")
+	m.Init("create_fork")
 	m.RequestFinished("create_fork", metrics.OutcomeSucceeded, 10*time.Millisecond, time.Second)
 	m.RequestFinished("create_fork", metrics.OutcomeSucceeded, 20*time.Millisecond, 2*time.Second)
 	m.RequestFinished("create_fork", metrics.OutcomeFailed, 0, 0)

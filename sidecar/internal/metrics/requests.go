@@ -33,9 +33,11 @@ func newRequestMetrics() *Metrics {
 	}
 }
 
-// InitKinds creates the series of every kind at zero (requests by outcome, pending, running), so
-// rates and alerts see a request kind before its first request finishes.
-func (m *Metrics) InitKinds(kinds ...string) {
+// Init exports every metric family at zero for the label values known at start: the request
+// kinds served, every side-effect operation and result, runner outcomes, the usual crash signals,
+// reconnecting components and slot re-creation reasons. A fresh sidecar's dashboard then shows
+// zeros, not "No data".
+func (m *Metrics) Init(kinds ...string) {
 	if m == nil {
 		return
 	}
@@ -44,9 +46,27 @@ func (m *Metrics) InitKinds(kinds ...string) {
 		for _, o := range []string{OutcomeSucceeded, OutcomeFailed, OutcomeCancelled} {
 			m.requests.WithLabelValues(k, o)
 		}
+		m.queueWait.WithLabelValues(k)
+		m.runDuration.WithLabelValues(k)
 		zero[k] = 0
 	}
 	m.SetRequestBacklog(zero, zero)
+	for _, op := range sideEffectOps {
+		for _, r := range []string{ResultDone, ResultUnchanged, ResultRefused, ResultFailed} {
+			m.sideEffects.WithLabelValues(op, r)
+		}
+	}
+	for _, r := range []string{ResultDone, ResultFailed} {
+		m.objectDeletes.WithLabelValues(r)
+	}
+	for _, o := range []string{RunnerSucceeded, RunnerFailed, RunnerCancelled, RunnerCrashed} {
+		m.runnerJobs.WithLabelValues(o)
+	}
+	for _, sig := range []string{"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "none"} {
+		m.runnerCrashes.WithLabelValues(sig)
+	}
+	m.reconnects.WithLabelValues("replication")
+	m.slotRecreations.WithLabelValues("missing")
 }
 
 // RequestFinished counts a finished request and observes its queue wait (creation to start of the

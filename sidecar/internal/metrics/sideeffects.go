@@ -6,6 +6,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// Side-effect operations, the values of the operation label.
+const (
+	OpSetupCluster        = "setup_cluster"
+	OpCreateDatabase      = "create_database"
+	OpDropDatabase        = "drop_database"
+	OpCreateDatatableRole = "create_datatable_role"
+	OpDropDatatableRole   = "drop_datatable_role"
+	OpCreateFork          = "create_fork"
+	OpDropFork            = "drop_fork"
+	OpDropForkCopy        = "drop_fork_copy"
+	OpDropLakeSchema      = "drop_lake_schema"
+	OpDeleteForkPrefix    = "delete_fork_prefix"
+)
+
+// sideEffectOps are every operation, exported at zero from the start.
+var sideEffectOps = []string{OpSetupCluster, OpCreateDatabase, OpDropDatabase, OpCreateDatatableRole,
+	OpDropDatatableRole, OpCreateFork, OpDropFork, OpDropForkCopy, OpDropLakeSchema, OpDeleteForkPrefix}
+
 // lockWaitBuckets: 1 ms to ~4 min (a lifecycle lock can be held by a long template copy).
 var lockWaitBuckets = prometheus.ExponentialBuckets(0.001, 4, 10)
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/sidecar/names"
 )
@@ -32,7 +33,7 @@ func (s *Service) dropCopy(ctx context.Context, rep request.Reporter, c Copy) er
 		}
 		return unregisterCopy(ctx, l.Control(), c)
 	})
-	s.count("drop_fork_copy", true, err)
+	s.count(metrics.OpDropForkCopy, true, err)
 	return err
 }
 

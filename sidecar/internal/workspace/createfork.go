@@ -11,6 +11,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
 	"github.com/dataenv/dataenv/sidecar/internal/lock"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/sidecar/names"
 )
@@ -74,7 +75,7 @@ func (s *Service) handleCreateFork(ctx context.Context, req *request.Request, re
 		res, err = s.createFork(ctx, req, rep, args)
 		return err
 	})
-	s.count("create_fork", err == nil, err)
+	s.count(metrics.OpCreateFork, err == nil, err)
 	if err != nil {
 		s.log.Info("create_fork did not succeed", "fork", args.Fork, "parent", args.Parent, "error", err)
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
 	"github.com/dataenv/dataenv/sidecar/internal/lock"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -38,7 +39,7 @@ func (s *Service) handleDropFork(ctx context.Context, req *request.Request, rep 
 		res, err = s.dropFork(ctx, req, rep, args)
 		return err
 	})
-	s.count("drop_fork", err == nil, err)
+	s.count(metrics.OpDropFork, err == nil, err)
 	if err != nil {
 		s.log.Info("drop_fork did not succeed", "fork", args.Fork, "error", err)
 		return nil, err
