@@ -146,7 +146,15 @@ func (l *Locked) Control() *pgx.Conn { return l.held.Conn() }
 // Connect opens an admin connection to database of the cluster ("" for the maintenance
 // database) with the configuration read under the lock. The caller closes it.
 func (l *Locked) Connect(ctx context.Context, database string) (*pgx.Conn, error) {
-	return l.admin.connect(ctx, l.cluster, database)
+	conn, err := l.admin.connect(ctx, l.cluster, database)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.admin.fenceOn(ctx, l.cluster, conn, l.Control()); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
 }
 
 // Libpq returns the libpq environment of database of the cluster; see Libpq. The tools it runs

@@ -111,10 +111,6 @@ func (a *Admin) connect(ctx context.Context, c *Cluster, database string) (*pgx.
 		}
 		return nil, err
 	}
-	if err := a.fenceOn(ctx, c, conn); err != nil {
-		_ = conn.Close(context.WithoutCancel(ctx))
-		return nil, err
-	}
 	return conn, nil
 }
 

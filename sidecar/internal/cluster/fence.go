@@ -34,13 +34,15 @@ func appName(att *fence.Attempt) string {
 	return att.AppName()
 }
 
-// fenceOn fences cluster c over conn, once per attempt and cluster.
-func (a *Admin) fenceOn(ctx context.Context, c *Cluster, conn *pgx.Conn) error {
+// fenceOn fences cluster c over conn, once per attempt and cluster. control is the connection
+// that holds the cluster's lifecycle lock: the instances are read on it, so a lock holder never
+// waits for a second pooled connection.
+func (a *Admin) fenceOn(ctx context.Context, c *Cluster, conn *pgx.Conn, control fence.Querier) error {
 	att := fence.FromContext(ctx)
 	if att == nil || att.Fenced(c.Name) {
 		return nil
 	}
-	others, err := fence.OtherInstances(ctx, a.cfg.Control, att.Instance)
+	others, err := fence.OtherInstances(ctx, control, att.Instance)
 	if err != nil {
 		return retryable(fmt.Errorf("fence cluster %q: %w", c.Name, err))
 	}
