@@ -1,6 +1,7 @@
 package request
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -31,11 +32,14 @@ func IsTransient(err error) bool {
 	if errors.As(err, &pgErr) {
 		return transientCode(pgErr.Code)
 	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false // a deadline the handler set (a job's timeout), or a cancellation
+	}
 	var netErr net.Error
 	switch {
 	case errors.As(err, &netErr),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
-		pgconn.SafeToRetry(err), pgconn.Timeout(err):
+		pgconn.SafeToRetry(err):
 		return true
 	}
 	return TransientText(err.Error())
