@@ -108,6 +108,10 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
        (SELECT count(*) FROM %s) AS total_rows`, lake.Literal(plan.TargetAlias), table)
 	res, err := h.runJob(ctx, plan, []string{plan.SQL, write, commit, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
 	if err != nil {
+		if request.IsTransient(err) || ctx.Err() != nil {
+			// Not recorded: the next attempt writes (or finds the write committed) and records it.
+			return nil, err
+		}
 		out.Status = "failed"
 		if rerr := h.record(ctx, req, out, err.Error()); rerr != nil {
 			return nil, request.Retryable(rerr)

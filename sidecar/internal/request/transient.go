@@ -83,6 +83,8 @@ var transientPhrases = []string{
 	"could not serialize access",
 	"deadlock detected",
 	"conn closed",
+	`failed to execute query "rollback"`, // DuckDB's postgres extension on a connection that died mid-transaction
+	"no longer holds the leader lock",    // a sidecar that lost leadership stopped; the leader resumes the request
 	"unexpected EOF",
 	"(SQLSTATE 57P01)",
 	"(SQLSTATE 57P02)",

@@ -21,6 +21,8 @@ func TestIsTransient(t *testing.T) {
 		fmt.Errorf("read: %w", io.ErrUnexpectedEOF),
 		errors.New("pg_restore failed (exit status 1): pg_restore: error: could not execute query: server closed the connection unexpectedly"),
 		errors.New("psql: FATAL:  terminating connection due to administrator command"),
+		errors.New(`DuckDB: Invalid Error: Failed to execute query "ROLLBACK": `),
+		errors.New("drop_fork: x: 1 fork copies could not be dropped (fence cluster: this sidecar no longer holds the leader lock; the leader resumes its requests)"),
 	}
 	final := []error{
 		request.Refusef("database x is in use"),
