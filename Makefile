@@ -7,13 +7,22 @@ GO          ?= go
 BIN         := $(CURDIR)/bin
 TEST_FLAGS  ?= -count=1 -timeout 25m -p 2
 PKGS        ?= ./...
+# The PostgreSQL matrix: `make test` runs the whole suite on the machine's version, then on each
+# PG_MATRIX version (from the Debian roots `make deps` prepares under .deps/pg) the packages of
+# MATRIX_PKGS whole and the tests of MATRIX_FOCUS_PKGS that MATRIX_FOCUS_RUN selects.
+PG_MATRIX         ?= 17 18
+MATRIX_PKGS       ?= ./tests/pipeline/... ./sidecar/internal/cluster/...
+MATRIX_FOCUS_PKGS ?= ./tests/forks/... ./tests/lakes/...
+MATRIX_FOCUS_RUN  ?= ^(TestForkModes|TestFullCopyOfBusyParent|TestForkDeferThenMaterialize|TestRootRunAndMaterialize)$$
+# deps.sh prepares roots for these versions; the tests that cover every version read it too.
+export DATAENV_PG_ROOT_VERSIONS := $(PG_MATRIX)
 
-.PHONY: help deps build test bench chaos lint run clean
+.PHONY: help deps build test test-matrix bench chaos lint run clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-deps: ## install what is missing: PostgreSQL, bubblewrap, prometheus, versitygw, DuckDB extensions
+deps: ## install what is missing: PostgreSQL, bubblewrap, prometheus, versitygw, DuckDB extensions, PostgreSQL 17/18 roots
 	@bash tests/setup/deps.sh
 
 build: ## build bin/dataenv (CGO_ENABLED=0) and bin/dataenv-runner (cgo, DuckDB)
@@ -25,8 +34,16 @@ build: ## build bin/dataenv (CGO_ENABLED=0) and bin/dataenv-runner (cgo, DuckDB)
 		CGO_ENABLED=1 $(GO) build -o $(BIN)/dataenv-runner ./runner/cmd/dataenv-runner; \
 	else echo "build: runner/cmd/dataenv-runner does not exist yet, skipping bin/dataenv-runner"; fi
 
-test: deps ## install deps, then run every test against real Postgres, S3 and DuckLake (PKGS=./x/... to narrow)
+test: deps ## install deps, run every test against real Postgres, S3 and DuckLake, then the matrix (PKGS=./x/... to narrow, without the matrix)
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+	@if [[ "$(PKGS)" == "./..." ]]; then $(MAKE) --no-print-directory test-matrix; fi
+
+test-matrix: deps ## run the focused suite on each PG_MATRIX version (PostgreSQL 17 and 18)
+	@for v in $(PG_MATRIX); do \
+		echo "== PostgreSQL $$v: $(MATRIX_PKGS), and $(MATRIX_FOCUS_RUN) in $(MATRIX_FOCUS_PKGS)"; \
+		DATAENV_TEST_PG_VERSION=$$v $(GO) test $(TEST_FLAGS) $(MATRIX_PKGS); \
+		DATAENV_TEST_PG_VERSION=$$v $(GO) test $(TEST_FLAGS) -run '$(MATRIX_FOCUS_RUN)' $(MATRIX_FOCUS_PKGS); \
+	done
 
 bench: deps ## run the benchmarks (tests/bench) and update BENCHMARKS.md; BENCH_FLAGS='-only pipeline' for some
 	$(GO) run ./tests/bench $(BENCH_FLAGS)

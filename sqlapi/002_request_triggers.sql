@@ -1,6 +1,7 @@
--- BEFORE INSERT: whoever inserts (a function or app code) gets the same validation. The columns
--- only the sidecar sets keep their defaults because users may insert kind and args alone (and
--- admins requested_by): column privileges, not this trigger, keep them from being forged.
+-- BEFORE INSERT: whoever inserts (a function or app code) gets the same validation and
+-- authorization. The columns only the sidecar sets keep their defaults because users may insert
+-- kind and args alone (and admins requested_by): column privileges, not this trigger, keep them
+-- from being forged.
 CREATE OR REPLACE FUNCTION dataenv.requests_before_insert() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -19,11 +20,13 @@ BEGIN
             USING ERRCODE = '54000';
     END IF;
     PERFORM dataenv.validate_request(NEW.kind, NEW.args);
+    -- requested_by: the inserting user, or whom an administrator names; the sidecar checks again.
+    PERFORM dataenv.authorize_request(NEW.kind, NEW.args, NEW.requested_by);
     RETURN NEW;
 END
 $$;
 COMMENT ON FUNCTION dataenv.requests_before_insert() IS
-    'Validates kind and args of a new request (dataenv.validate_request).';
+    'Validates kind and args of a new request (dataenv.validate_request) and authorizes its requested_by (dataenv.authorize_request).';
 
 DROP TRIGGER IF EXISTS requests_before_insert ON dataenv.requests;
 CREATE TRIGGER requests_before_insert BEFORE INSERT ON dataenv.requests

@@ -21,10 +21,32 @@ SELECT c.name,
 COMMENT ON VIEW dataenv.cluster_info IS
     'Registered clusters without their secrets; ready means setup succeeded on the current host:port.';
 
-CREATE OR REPLACE VIEW dataenv.managed_database_list AS
-SELECT cluster, name, created_by_request, for_workspace, template, created_at
-  FROM dataenv.managed_databases;
-COMMENT ON VIEW dataenv.managed_database_list IS 'Databases dataenv created, per cluster (the authoritative ownership record).';
+-- Administrators see every record; a user sees the fork copies of workspaces it may use and the
+-- databases granted to it for binding, never another tenant's workspace ids. (plpgsql: the
+-- functions it calls are defined by later files.)
+CREATE OR REPLACE FUNCTION dataenv.may_see_managed_database(cluster text, name text, for_workspace text) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF dataenv.is_dataenv_admin(current_user) THEN
+        RETURN true;
+    END IF;
+    IF for_workspace IS NOT NULL THEN
+        RETURN dataenv.can_use_workspace(for_workspace);
+    END IF;
+    RETURN dataenv.may_bind(cluster, name, current_user);
+END
+$$;
+COMMENT ON FUNCTION dataenv.may_see_managed_database(text, text, text) IS
+    'Internal: whether the current role sees a managed database record: administrators all; users the fork copies of workspaces they may use and databases granted to them.';
+
+CREATE OR REPLACE VIEW dataenv.managed_database_list WITH (security_barrier) AS
+SELECT d.cluster, d.name, d.created_by_request, d.for_workspace, d.template, d.created_at, d.database_oid, d.owner_oid
+  FROM dataenv.managed_databases d
+ WHERE dataenv.may_see_managed_database(d.cluster, d.name, d.for_workspace);
+COMMENT ON VIEW dataenv.managed_database_list IS
+    'Databases dataenv created, per cluster (the authoritative ownership record, with the OID and owner recorded at creation): all for administrators; for users, the fork copies of workspaces they may use and the databases granted to them.';
 
 CREATE OR REPLACE VIEW dataenv.datatable_role_list AS
 SELECT cluster, role, description, created_by_request, created_at

@@ -119,6 +119,9 @@ BEGIN
                              THEN NULL ELSE t.set_up_for END,
            app_role = coalesce(update_cluster.app_role, t.app_role),
            replication_role = coalesce(update_cluster.replication_role, t.replication_role),
+           app_role_oid = CASE WHEN coalesce(update_cluster.app_role, t.app_role) <> t.app_role THEN NULL ELSE t.app_role_oid END,
+           replication_role_oid = CASE WHEN coalesce(update_cluster.replication_role, t.replication_role) <> t.replication_role
+                                       THEN NULL ELSE t.replication_role_oid END,
            updated_at = now()
      WHERE t.name = c.name;
     IF admin_password IS NOT NULL THEN

@@ -2,23 +2,9 @@
 -- Request kinds: validators
 -- ---------------------------------------------------------------------------------------------
 
--- Cluster requests change what exists on clusters: only dataenv administrators may make them,
--- whether through the functions below or a plain INSERT INTO dataenv.requests (which dataenv_user
--- may do for other kinds). The sidecar checks requested_by again with the same function.
-CREATE OR REPLACE FUNCTION dataenv.is_dataenv_admin(role name) RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT EXISTS (
-        SELECT FROM pg_catalog.pg_roles r
-         WHERE r.rolname = role
-           AND (r.rolsuper
-                OR pg_catalog.pg_has_role(r.oid, 'dataenv_admin', 'MEMBER')
-                OR pg_catalog.pg_has_role(r.oid, (SELECT n.nspowner FROM pg_catalog.pg_namespace n
-                                                   WHERE n.nspname = 'dataenv'), 'MEMBER')))
-$$;
-COMMENT ON FUNCTION dataenv.is_dataenv_admin(name) IS
-    'True for superusers, members of dataenv_admin and members of the dataenv schema''s owner: the roles that may make cluster requests.';
+-- Cluster requests change what exists on clusters: only dataenv administrators may make them
+-- (policy admin in dataenv.request_kinds, enforced by dataenv.authorize_request at insert time
+-- and by the sidecar before every attempt). The validators refuse early with the same rule.
 
 -- Internal: raises unless the current user may make cluster requests.
 CREATE OR REPLACE FUNCTION dataenv.require_dataenv_admin(kind text) RETURNS void
@@ -173,15 +159,16 @@ END
 $$;
 COMMENT ON FUNCTION dataenv.validate_drop_datatable_role(jsonb) IS 'Validates the args of a drop_datatable_role request.';
 
-INSERT INTO dataenv.request_kinds (kind, validator, description) VALUES
-    ('setup_cluster', 'dataenv.validate_setup_cluster(jsonb)'::regprocedure,
+INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, description) VALUES
+    ('setup_cluster', 'dataenv.validate_setup_cluster(jsonb)'::regprocedure, 'admin', NULL,
      'Converges the managed roles of a cluster and records the host:port it was set up for.'),
-    ('create_database', 'dataenv.validate_create_database(jsonb)'::regprocedure,
+    ('create_database', 'dataenv.validate_create_database(jsonb)'::regprocedure, 'admin', NULL,
      'Creates a database owned by the managed application user, with dataenv''s marker and record.'),
-    ('drop_database', 'dataenv.validate_drop_database(jsonb)'::regprocedure,
+    ('drop_database', 'dataenv.validate_drop_database(jsonb)'::regprocedure, 'admin', NULL,
      'Drops a database dataenv created, once nothing uses it.'),
-    ('create_datatable_role', 'dataenv.validate_create_datatable_role(jsonb)'::regprocedure,
+    ('create_datatable_role', 'dataenv.validate_create_datatable_role(jsonb)'::regprocedure, 'admin', NULL,
      'Creates a datatable role on a cluster, with dataenv''s marker.'),
-    ('drop_datatable_role', 'dataenv.validate_drop_datatable_role(jsonb)'::regprocedure,
+    ('drop_datatable_role', 'dataenv.validate_drop_datatable_role(jsonb)'::regprocedure, 'admin', NULL,
      'Drops a datatable role dataenv created.')
-ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, description = EXCLUDED.description;
+ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
+                                 workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;

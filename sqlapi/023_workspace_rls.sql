@@ -13,18 +13,18 @@ DROP POLICY IF EXISTS workspaces_insert ON dataenv.workspaces;
 CREATE POLICY workspaces_insert ON dataenv.workspaces FOR INSERT
     WITH CHECK (NOT is_fork AND parent IS NULL AND created_by = current_user);
 DROP POLICY IF EXISTS workspaces_delete ON dataenv.workspaces;
-CREATE POLICY workspaces_delete ON dataenv.workspaces FOR DELETE USING (NOT is_fork AND dataenv.can_use_workspace(id));
+CREATE POLICY workspaces_delete ON dataenv.workspaces FOR DELETE USING (NOT is_fork AND dataenv.can_own_workspace(id));
 
--- Members of a workspace see (and manage) its member list; admins see all.
+-- Members of a workspace see its member list; its owner (and admins) manage it.
 DROP POLICY IF EXISTS workspace_members_select ON dataenv.workspace_members;
 CREATE POLICY workspace_members_select ON dataenv.workspace_members FOR SELECT
     USING (dataenv.can_use_workspace(workspace));
 DROP POLICY IF EXISTS workspace_members_insert ON dataenv.workspace_members;
 CREATE POLICY workspace_members_insert ON dataenv.workspace_members FOR INSERT
-    WITH CHECK (dataenv.can_use_workspace(workspace) AND granted_by = current_user);
+    WITH CHECK (dataenv.can_own_workspace(workspace) AND granted_by = current_user);
 DROP POLICY IF EXISTS workspace_members_delete ON dataenv.workspace_members;
 CREATE POLICY workspace_members_delete ON dataenv.workspace_members FOR DELETE
-    USING (dataenv.can_use_workspace(workspace));
+    USING (dataenv.can_own_workspace(workspace));
 
 DROP POLICY IF EXISTS datatables_select ON dataenv.datatables;
 CREATE POLICY datatables_select ON dataenv.datatables FOR SELECT USING (dataenv.can_use_workspace(workspace));
@@ -40,3 +40,7 @@ CREATE POLICY fork_copies_select ON dataenv.fork_copies FOR SELECT USING (dataen
 DROP TRIGGER IF EXISTS datatables_before_write ON dataenv.datatables;
 CREATE TRIGGER datatables_before_write BEFORE INSERT OR UPDATE ON dataenv.datatables
     FOR EACH ROW EXECUTE FUNCTION dataenv.datatables_before_write();
+
+-- Tombstones are internal: what a dropped workspace left is shown to nobody but administrators.
+REVOKE ALL ON dataenv.workspace_tombstones FROM PUBLIC;
+GRANT SELECT ON dataenv.workspace_tombstones TO dataenv_admin;

@@ -7,19 +7,38 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM dataenv.check_workspace_id('dataenv.create_workspace', id);
+    PERFORM dataenv.check_root_workspace_id('dataenv.create_workspace', id);
     IF (dataenv.workspace_facts(id)).found THEN
         RAISE EXCEPTION 'dataenv.create_workspace: workspace % already exists', to_json(id)::text USING ERRCODE = '23505';
     END IF;
-    IF dataenv.fork_copy_leftovers(id) > 0 THEN
-        RAISE EXCEPTION 'dataenv.create_workspace: fork copies of a dropped workspace % are still registered', to_json(id)::text
-            USING ERRCODE = '55000', HINT = format('Finish their cleanup first: SELECT dataenv.drop_fork(%L).', id);
-    END IF;
+    -- The insert trigger refuses the id while anything of a dropped workspace of that id is left.
     INSERT INTO dataenv.workspaces (id) VALUES (id);
 END
 $$;
 COMMENT ON FUNCTION dataenv.create_workspace(text) IS
-    'Creates a (root) workspace; the caller becomes its first member.';
+    'Creates a (root) workspace; the caller becomes its owner and first member. Root ids have no "/" (the fork-path shape); the id of a dropped workspace is refused until its cleanup is finished.';
+
+-- Internal: raises unless the caller may administer an existing workspace (its owner or an
+-- administrator). A workspace the caller may not use is reported as missing.
+CREATE OR REPLACE FUNCTION dataenv.require_workspace_owner(fn text, workspace text, what text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM dataenv.check_workspace_id(fn, workspace);
+    IF NOT dataenv.can_use_workspace(workspace) OR NOT (dataenv.workspace_facts(workspace)).found THEN
+        RAISE EXCEPTION '%: no workspace % that % may use', fn, to_json(workspace)::text, current_user USING ERRCODE = '42501';
+    END IF;
+    IF NOT dataenv.can_own_workspace(workspace) THEN
+        RAISE EXCEPTION '%: % is not the owner of workspace %', fn, current_user, to_json(workspace)::text
+            USING ERRCODE = '42501',
+                  HINT = format('Only its owner (%s) or a dataenv administrator may %s.',
+                                (SELECT w.created_by FROM dataenv.workspaces w WHERE w.id = workspace), what);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dataenv.require_workspace_owner(text, text, text) IS
+    'Internal: raises unless workspace exists and the caller is its owner or a dataenv administrator (what names the act in the hint).';
 
 CREATE OR REPLACE FUNCTION dataenv.drop_workspace(id text) RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -27,24 +46,21 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     fn constant text := 'dataenv.drop_workspace';
-    f record;
 BEGIN
-    PERFORM dataenv.check_workspace_id(fn, id);
-    f := dataenv.workspace_facts(id);
-    IF NOT f.found OR NOT dataenv.can_use_workspace(id) THEN
-        RAISE EXCEPTION '%: no workspace % that % may use', fn, to_json(id)::text, current_user USING ERRCODE = '42501';
-    END IF;
-    IF f.is_fork THEN
+    PERFORM dataenv.require_workspace_owner(fn, id, 'drop it');
+    IF (dataenv.workspace_facts(id)).is_fork THEN
         RAISE EXCEPTION '%: workspace % is a fork', fn, to_json(id)::text
             USING ERRCODE = '55000', HINT = format('Forks own databases: SELECT dataenv.drop_fork(%L) drops them.', id);
     END IF;
     -- Its forks stay forks (orphaned): their keep_original datatables fall back to the databases
-    -- recorded at fork time.
+    -- recorded at fork time. Triggers take its lake rows and materialization records with it and
+    -- leave a tombstone, removed at once when nothing is left.
     DELETE FROM dataenv.workspaces w WHERE w.id = drop_workspace.id;
+    PERFORM dataenv.bury_workspace(id);
 END
 $$;
 COMMENT ON FUNCTION dataenv.drop_workspace(text) IS
-    'Drops a root workspace (not a fork) and its datatable entries; the databases are left alone. Its forks become orphaned forks and keep working.';
+    'Drops a root workspace (not a fork) the caller owns (or any, for an administrator): its datatable entries, members, lake configuration and materialization records; the databases, catalogs and files are left alone. Its forks become orphaned forks and keep working.';
 
 CREATE OR REPLACE FUNCTION dataenv.grant_workspace(workspace text, member name) RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -57,14 +73,12 @@ BEGIN
     IF member IS NULL OR NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname = member) THEN
         RAISE EXCEPTION '%: no role %', fn, coalesce(to_json(member::text)::text, 'NULL') USING ERRCODE = '42704';
     END IF;
-    IF NOT dataenv.can_use_workspace(workspace) OR NOT (dataenv.workspace_facts(workspace)).found THEN
-        RAISE EXCEPTION '%: no workspace % that % may use', fn, to_json(workspace)::text, current_user USING ERRCODE = '42501';
-    END IF;
+    PERFORM dataenv.require_workspace_owner(fn, workspace, 'grant its membership');
     INSERT INTO dataenv.workspace_members (workspace, member) VALUES (workspace, member) ON CONFLICT DO NOTHING;
 END
 $$;
 COMMENT ON FUNCTION dataenv.grant_workspace(text, name) IS
-    'Makes a role (and every role that is a member of it) a member of a workspace the caller may use.';
+    'Makes a role (and every role that is a member of it) a member of a workspace the caller owns (or any, for an administrator).';
 
 CREATE OR REPLACE FUNCTION dataenv.revoke_workspace(workspace text, member name) RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -73,10 +87,7 @@ AS $$
 DECLARE
     fn constant text := 'dataenv.revoke_workspace';
 BEGIN
-    PERFORM dataenv.check_workspace_id(fn, workspace);
-    IF NOT dataenv.can_use_workspace(workspace) THEN
-        RAISE EXCEPTION '%: no workspace % that % may use', fn, to_json(workspace)::text, current_user USING ERRCODE = '42501';
-    END IF;
+    PERFORM dataenv.require_workspace_owner(fn, workspace, 'revoke its membership');
     DELETE FROM dataenv.workspace_members m WHERE m.workspace = revoke_workspace.workspace AND m.member = revoke_workspace.member;
     IF NOT FOUND THEN
         RAISE EXCEPTION '%: % is not a member of workspace %', fn, to_json(member::text)::text, to_json(workspace)::text
@@ -84,7 +95,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION dataenv.revoke_workspace(text, name) IS 'Removes a member role from a workspace the caller may use.';
+COMMENT ON FUNCTION dataenv.revoke_workspace(text, name) IS
+    'Removes a member role from a workspace the caller owns (or any, for an administrator). The owner stays able to use it.';
 
 CREATE OR REPLACE FUNCTION dataenv.add_datatable(workspace text, name text, cluster text, database text) RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -107,12 +119,14 @@ BEGIN
         RAISE EXCEPTION '%: workspace % already has a datatable %', fn, to_json(workspace)::text, to_json(name)::text
             USING ERRCODE = '23505', HINT = 'dataenv.remove_datatable removes it first.';
     END IF;
-    -- The trigger takes the cluster's lifecycle lock and refuses another workspace's fork copy.
+    PERFORM dataenv.check_binding(fn, cluster, database, current_user);
+    -- The trigger takes the cluster's lifecycle lock and checks the binding again (a plain INSERT
+    -- gets the same checks).
     INSERT INTO dataenv.datatables (workspace, name, cluster, database) VALUES (workspace, name, cluster, database);
 END
 $$;
 COMMENT ON FUNCTION dataenv.add_datatable(text, text, text, text) IS
-    'Binds datatable name of a workspace the caller may use to a database of a registered cluster, under the cluster''s lifecycle lock. Jobs reach it as datatable://name.';
+    'Binds datatable name of a workspace the caller may use to a database of a registered cluster, under the cluster''s lifecycle lock. Needs dataenv_admin or a grant of the database (dataenv.grant_database); the control database, dataenv installations, templates and fork copies are never bound. Jobs reach it as datatable://name.';
 
 CREATE OR REPLACE FUNCTION dataenv.remove_datatable(workspace text, name text) RETURNS void
 LANGUAGE plpgsql VOLATILE

@@ -23,6 +23,7 @@ BEGIN
     IF (dataenv.workspace_facts(fork)).found THEN
         RAISE EXCEPTION 'create_fork: workspace % already exists', to_json(fork)::text USING ERRCODE = '23505';
     END IF;
+    PERFORM dataenv.check_fork_id('create_fork', parent, fork);
     IF args ? 'datatables' THEN
         IF jsonb_typeof(args->'datatables') <> 'object' THEN
             RAISE EXCEPTION 'create_fork: datatables must be a JSON object {"<datatable>": "keep_original" | "schema_only" | "full_copy"}'
@@ -44,8 +45,13 @@ BEGIN
                        WHERE jsonb_typeof(e) <> 'string' OR e #>> '{}' !~ '^[a-z][a-z0-9_]*$' OR octet_length(e #>> '{}') > 63) THEN
             RAISE EXCEPTION 'create_fork: shared_lakes must be an array of lake names' USING ERRCODE = '22023';
         END IF;
-        PERFORM dataenv.check_shared_lakes(args->>'parent',
-            ARRAY(SELECT jsonb_array_elements_text(args->'shared_lakes')));
+        -- dataenv.lake_info shows the caller only the lakes of workspaces it may use.
+        FOR k IN SELECT jsonb_array_elements_text(args->'shared_lakes') LOOP
+            IF NOT EXISTS (SELECT FROM dataenv.lake_info l WHERE l.workspace = parent AND l.name = k) THEN
+                RAISE EXCEPTION 'dataenv.create_fork: shared_lakes names %, which is not a lake of workspace %', to_json(k)::text, to_json(parent)::text
+                    USING ERRCODE = '22023', HINT = 'SELECT name FROM dataenv.lake_info WHERE workspace = ... lists them.';
+            END IF;
+        END LOOP;
     END IF;
 END
 $$;
@@ -66,13 +72,18 @@ BEGIN
     END IF;
     f := dataenv.workspace_facts(fork);
     IF NOT f.found THEN
-        IF dataenv.fork_copy_leftovers(fork) = 0 THEN
-            RAISE EXCEPTION 'drop_fork: no workspace %, and no fork copies of one are left', to_json(fork)::text USING ERRCODE = 'P0002';
+        IF NOT dataenv.workspace_has_leftovers(fork) THEN
+            RAISE EXCEPTION 'drop_fork: no workspace %, and nothing of a dropped one that % may clean up is left', to_json(fork)::text, current_user
+                USING ERRCODE = 'P0002';
         END IF;
-        RETURN; -- finishing the cleanup of a dropped fork
+        RETURN; -- finishing the cleanup of a dropped fork (its owner, or an administrator)
     END IF;
     IF NOT dataenv.can_use_workspace(fork) THEN
         RAISE EXCEPTION 'drop_fork: no workspace % that % may use', to_json(fork)::text, current_user USING ERRCODE = '42501';
+    END IF;
+    IF NOT dataenv.can_own_workspace(fork) THEN
+        RAISE EXCEPTION 'drop_fork: % is not the owner of workspace %', current_user, to_json(fork)::text
+            USING ERRCODE = '42501', HINT = 'Only the fork''s owner (who created it) or a dataenv administrator may drop it.';
     END IF;
     IF NOT f.is_fork THEN
         RAISE EXCEPTION 'drop_fork: workspace % is not a fork', to_json(fork)::text
@@ -86,12 +97,13 @@ END
 $$;
 COMMENT ON FUNCTION dataenv.validate_drop_fork(jsonb) IS 'Validates the args of a drop_fork request.';
 
-INSERT INTO dataenv.request_kinds (kind, validator, description) VALUES
-    ('create_fork', 'dataenv.validate_create_fork(jsonb)'::regprocedure,
+INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, description) VALUES
+    ('create_fork', 'dataenv.validate_create_fork(jsonb)'::regprocedure, 'workspace_member', 'parent',
      'Creates a fork of a workspace: keep_original datatables share the parent''s database, schema_only and full_copy ones get a database of their own.'),
-    ('drop_fork', 'dataenv.validate_drop_fork(jsonb)'::regprocedure,
+    ('drop_fork', 'dataenv.validate_drop_fork(jsonb)'::regprocedure, 'workspace_owner', 'fork',
      'Drops a fork and the databases it owns (each guarded; registry rows removed only after their drop); retryable.')
-ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, description = EXCLUDED.description;
+ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
+                                 workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;
 
 CREATE OR REPLACE FUNCTION dataenv.create_fork(parent text, fork text, datatables jsonb DEFAULT '{}',
                                               shared_lakes text[] DEFAULT '{}') RETURNS uuid

@@ -13,6 +13,10 @@ REVOKE ALL ON dataenv.workspace_chain_all, dataenv.datatable_resolution_all FROM
 
 REVOKE EXECUTE ON FUNCTION
     dataenv.workspace_facts(text), dataenv.fork_copy_leftovers(text), dataenv.is_workspace_member(text, name),
+    dataenv.workspace_access(text, name), dataenv.can_own_workspace(text), dataenv.require_workspace_owner(text, text, text),
+    dataenv.check_root_workspace_id(text, text), dataenv.check_fork_id(text, text, text),
+    dataenv.workspace_leftovers(text), dataenv.workspace_leftovers__workspaces(text),
+    dataenv.workspace_has_leftovers(text), dataenv.bury_workspace(text),
     dataenv.managed_database_uses__workspaces(text, text),
     dataenv.create_workspace(text), dataenv.drop_workspace(text),
     dataenv.grant_workspace(text, name), dataenv.revoke_workspace(text, name),
@@ -20,8 +24,13 @@ REVOKE EXECUTE ON FUNCTION
     dataenv.resolve_datatable(text, text), dataenv.fork_chain(text),
     dataenv.create_fork(text, text, jsonb, text[]), dataenv.drop_fork(text, boolean)
   FROM PUBLIC;
+-- workspace_access, workspace_facts and workspace_has_leftovers answer only for the session's own
+-- roles (or to an administrator), so users may call them; workspace_leftovers and
+-- fork_copy_leftovers tell about any id and stay internal.
 GRANT EXECUTE ON FUNCTION
-    dataenv.workspace_facts(text), dataenv.fork_copy_leftovers(text),
+    dataenv.workspace_facts(text), dataenv.workspace_access(text, name), dataenv.can_own_workspace(text),
+    dataenv.require_workspace_owner(text, text, text), dataenv.check_root_workspace_id(text, text),
+    dataenv.check_fork_id(text, text, text), dataenv.workspace_has_leftovers(text), dataenv.bury_workspace(text),
     dataenv.create_workspace(text), dataenv.drop_workspace(text),
     dataenv.grant_workspace(text, name), dataenv.revoke_workspace(text, name),
     dataenv.add_datatable(text, text, text, text), dataenv.remove_datatable(text, text),

@@ -7,21 +7,27 @@
 -- Validators
 -- ---------------------------------------------------------------------------------------------
 
--- The workspace exists and the caller may use it.
+-- The workspace exists and the caller may use it. A workspace the caller may not use is refused
+-- the same way whether it exists or not: its id is not the caller's to learn.
 CREATE OR REPLACE FUNCTION dataenv.check_job_workspace(fn text, workspace text) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM dataenv.require_lake_workspace(fn, workspace);
+    IF workspace IS NULL OR workspace = '' THEN
+        RAISE EXCEPTION '%: workspace is required', fn USING ERRCODE = '22023';
+    END IF;
     IF NOT dataenv.can_use_workspace(workspace) THEN
-        RAISE EXCEPTION '%: % may not use workspace %', fn, current_user, to_json(workspace)::text
-            USING ERRCODE = '42501', HINT = 'A workspace admin grants it: dataenv.grant_workspace(workspace, role).';
+        RAISE EXCEPTION '%: % may not use workspace % (or there is no such workspace)', fn, current_user, to_json(workspace)::text
+            USING ERRCODE = '42501', HINT = 'The workspace''s owner grants it: dataenv.grant_workspace(workspace, role).';
+    END IF;
+    IF NOT (dataenv.workspace_facts(workspace)).found THEN
+        RAISE EXCEPTION '%: no workspace named %', fn, to_json(workspace)::text USING ERRCODE = '22023';
     END IF;
 END
 $$;
 COMMENT ON FUNCTION dataenv.check_job_workspace(text, text) IS
-    'Internal: raises unless the workspace exists and the caller may use it.';
+    'Internal: raises unless the workspace exists and the caller may use it (a workspace the caller may not use is refused whether it exists or not).';
 
 CREATE OR REPLACE FUNCTION dataenv.check_job_keys(fn text, args jsonb, allowed text[]) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
@@ -80,8 +86,10 @@ END
 $$;
 COMMENT ON FUNCTION dataenv.parse_lake_target(text, text) IS 'Internal: splits ducklake://<lake>/<table>.';
 
+-- SECURITY INVOKER like every validator: check_job_workspace must see the caller, not the owner
+-- (as a definer, can_use_workspace saw the owner and let anyone write any workspace's lakes).
 CREATE OR REPLACE FUNCTION dataenv.validate_materialize(args jsonb) RETURNS void
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -96,7 +104,7 @@ BEGIN
         RAISE EXCEPTION 'materialize: target is required (ducklake://<lake>/<table>)' USING ERRCODE = '22023';
     END IF;
     t := dataenv.parse_lake_target('materialize', args->>'target');
-    IF NOT EXISTS (SELECT FROM dataenv.lakes l WHERE l.workspace = args->>'workspace' AND l.name = t.lake) THEN
+    IF NOT EXISTS (SELECT FROM dataenv.lake_info l WHERE l.workspace = args->>'workspace' AND l.name = t.lake) THEN
         RAISE EXCEPTION 'materialize: workspace % has no lake named %', to_json(args->>'workspace')::text, to_json(t.lake)::text
             USING ERRCODE = '22023', HINT = 'SELECT name FROM dataenv.lake_info WHERE workspace = ... lists them.';
     END IF;
@@ -111,9 +119,10 @@ $$;
 COMMENT ON FUNCTION dataenv.validate_materialize(jsonb) IS
     'Validates the args of a materialize request: workspace, target (ducklake://<lake>/<table>), query, strategy (replace or append).';
 
-INSERT INTO dataenv.request_kinds (kind, validator, description)
-VALUES ('run', 'dataenv.validate_run(jsonb)'::regprocedure,
+INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, description)
+VALUES ('run', 'dataenv.validate_run(jsonb)'::regprocedure, 'workspace_member', 'workspace',
         'Runs DuckDB SQL for a workspace; ATTACH ''ducklake://<lake>'' and ''datatable://<name>'' are resolved for it.'),
-       ('materialize', 'dataenv.validate_materialize(jsonb)'::regprocedure,
+       ('materialize', 'dataenv.validate_materialize(jsonb)'::regprocedure, 'workspace_member', 'workspace',
         'Writes a query''s rows to a lake table of a workspace (replace or append) and records the materialization.')
-ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, description = EXCLUDED.description;
+ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
+                                 workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;

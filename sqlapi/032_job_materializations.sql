@@ -74,7 +74,47 @@ SELECT * FROM dataenv.fork_materialization_rows() r WHERE dataenv.can_use_worksp
 COMMENT ON VIEW dataenv.fork_materialization IS
     'Per fork the caller may use, isolated lake and table: deferred (read from from_workspace, the nearest ancestor that materialized it), fork-materialized (the fork wrote its own), or absent (known in the chain, but no ancestor''s latest run succeeded).';
 
-REVOKE ALL ON FUNCTION dataenv.fork_materialization_rows(), dataenv.workspace_ancestors(text) FROM PUBLIC;
+-- What the jobs area still holds for a dropped workspace's id (dataenv.workspace_leftovers): a
+-- new workspace of the same id must not inherit records of tables it never wrote.
+CREATE OR REPLACE FUNCTION dataenv.workspace_leftovers__jobs(workspace text)
+RETURNS TABLE (kind text, detail text, created_by_request uuid)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT 'materializations'::text, format('%s record(s) of lake %s', count(*), m.lake), NULL::uuid
+      FROM dataenv.materializations m WHERE m.workspace = workspace_leftovers__jobs.workspace
+     GROUP BY m.lake
+$$;
+COMMENT ON FUNCTION dataenv.workspace_leftovers__jobs(text) IS
+    'Leftovers of a workspace id in the jobs area: materialization records.';
+
+-- A dropped root takes its materialization records with it (its lake rows go too; its orphaned
+-- forks no longer defer to it). A fork's records go when the lake cleanup of drop_fork dropped
+-- its metadata schemas.
+CREATE OR REPLACE FUNCTION dataenv.workspaces_forget_root_materializations() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM dataenv.materializations m WHERE m.workspace = OLD.id;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION dataenv.workspaces_forget_root_materializations() IS
+    'AFTER DELETE of a root workspace: removes its materialization records.';
+DROP TRIGGER IF EXISTS workspaces_forget_root_materializations ON dataenv.workspaces;
+CREATE TRIGGER workspaces_forget_root_materializations AFTER DELETE ON dataenv.workspaces
+    FOR EACH ROW WHEN (NOT OLD.is_fork) EXECUTE FUNCTION dataenv.workspaces_forget_root_materializations();
+
+-- Tombstones for records of workspaces dropped before tombstones existed.
+INSERT INTO dataenv.workspace_tombstones (id, owner, is_fork)
+SELECT DISTINCT m.workspace, NULL::name, false
+  FROM dataenv.materializations m
+ WHERE NOT EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = m.workspace)
+ON CONFLICT (id) DO NOTHING;
+
+REVOKE ALL ON FUNCTION dataenv.fork_materialization_rows(), dataenv.workspace_ancestors(text),
+    dataenv.workspace_leftovers__jobs(text) FROM PUBLIC;
 REVOKE ALL ON dataenv.materialization_all FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dataenv.run(text, text), dataenv.materialize(text, text, text, text)
   TO dataenv_user, dataenv_admin;

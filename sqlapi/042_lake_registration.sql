@@ -72,6 +72,9 @@ BEGIN
         RAISE EXCEPTION '%: data_path must not be under __dataenv_forks/ (reserved for fork data)', fn USING ERRCODE = '22023';
     END IF;
     PERFORM dataenv.check_lake_extra_args(fn, coalesce(extra_args, '{}'::jsonb));
+    -- The catalog is a database bound to the workspace: never the control database, a dataenv
+    -- installation, a template or a fork copy (add_lake itself is an administrator's).
+    PERFORM dataenv.check_binding(fn, catalog_cluster, catalog_database, session_user);
     PERFORM dataenv.lock_cluster_lifecycle(catalog_cluster);
     IF EXISTS (SELECT FROM dataenv.lakes l WHERE l.workspace = add_lake.workspace AND l.name = add_lake.name) THEN
         RAISE EXCEPTION '%: workspace % already has a lake named %', fn, to_json(workspace)::text, to_json(name)::text
@@ -82,7 +85,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.add_lake(text, text, text, text, text, text, jsonb) IS
-    'Adds a DuckLake lake to a workspace: its catalog is database catalog_database of a registered cluster, its files live at <storage url>/<data_path>; extra_args are extra ATTACH options ({"OPTION": value}). Jobs attach it as ATTACH ''ducklake://<name>''.';
+    'Adds a DuckLake lake to a workspace: its catalog is database catalog_database of a registered cluster, its files live at <storage url>/<data_path>; extra_args are extra ATTACH options ({"OPTION": value}). The catalog database is bound like a datatable: never the control database, a dataenv installation, a template or a fork copy. Jobs attach it as ATTACH ''ducklake://<name>''.';
 
 CREATE OR REPLACE FUNCTION dataenv.remove_lake(workspace text, name text) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER

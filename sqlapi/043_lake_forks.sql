@@ -101,6 +101,53 @@ $$;
 COMMENT ON FUNCTION dataenv.managed_database_uses__lakes(text, text) IS
     'Lakes whose catalog is the database, and fork lake namespaces in it not yet cleaned up.';
 
+-- What the lakes area still holds for a dropped workspace's id (dataenv.workspace_leftovers).
+-- 'fork lake data' is a namespace whose metadata schema is gone and whose data files are still to
+-- delete: inert, and no obstacle to a new fork of the same id (its cleanup sweeps them).
+CREATE OR REPLACE FUNCTION dataenv.workspace_leftovers__lakes(workspace text)
+RETURNS TABLE (kind text, detail text, created_by_request uuid)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT 'lake configuration'::text, 'lake ' || l.name, NULL::uuid
+      FROM dataenv.lakes l WHERE l.workspace = workspace_leftovers__lakes.workspace
+    UNION ALL
+    SELECT CASE WHEN r.schema_dropped THEN 'fork lake data' ELSE 'fork lake namespace' END,
+           format('lake %s: schema %s in %s/%s, data %s/%s', r.lake, r.metadata_schema, r.catalog_cluster, r.catalog_database,
+                  r.storage_url, r.data_path), NULL::uuid
+      FROM dataenv.fork_lake_namespaces r WHERE r.workspace = workspace_leftovers__lakes.workspace
+$$;
+COMMENT ON FUNCTION dataenv.workspace_leftovers__lakes(text) IS
+    'Leftovers of a workspace id in the lakes area: lake configuration rows, fork lake namespaces still to clean (fork lake data: only data files left).';
+
+-- A dropped root takes its lake configuration with it (the catalog and the files are left
+-- alone): a workspace created later under the same id must not find the old lakes. A fork's lake
+-- rows stay until the lake cleanup of drop_fork has dropped its namespaces.
+CREATE OR REPLACE FUNCTION dataenv.workspaces_forget_root_lakes() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM dataenv.lakes l WHERE l.workspace = OLD.id AND l.fork_behavior IS NULL;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION dataenv.workspaces_forget_root_lakes() IS
+    'AFTER DELETE of a root workspace: removes its lake configuration rows.';
+DROP TRIGGER IF EXISTS workspaces_forget_root_lakes ON dataenv.workspaces;
+CREATE TRIGGER workspaces_forget_root_lakes AFTER DELETE ON dataenv.workspaces
+    FOR EACH ROW WHEN (NOT OLD.is_fork) EXECUTE FUNCTION dataenv.workspaces_forget_root_lakes();
+
+-- Tombstones for lake leftovers of workspaces dropped before tombstones existed.
+INSERT INTO dataenv.workspace_tombstones (id, owner, is_fork)
+SELECT x.workspace, NULL::name, bool_or(x.is_fork)
+  FROM (SELECT l.workspace, l.fork_behavior IS NOT NULL AS is_fork FROM dataenv.lakes l
+        UNION ALL
+        SELECT r.workspace, true FROM dataenv.fork_lake_namespaces r) x
+ WHERE NOT EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = x.workspace)
+ GROUP BY x.workspace
+ON CONFLICT (id) DO NOTHING;
+
 REVOKE ALL ON FUNCTION
     dataenv.add_storage(text, text, jsonb),
     dataenv.update_storage_credentials(text, jsonb),
@@ -109,7 +156,10 @@ REVOKE ALL ON FUNCTION
     dataenv.stamp_fork_lakes(text, text, text[]),
     dataenv.lake_workspace_exists(text),
     dataenv.require_lake_workspace(text, text),
-    dataenv.managed_database_uses__lakes(text, text)
+    dataenv.managed_database_uses__lakes(text, text),
+    dataenv.check_shared_lakes(text, text[]),
+    dataenv.fork_lake_leftovers(text),
+    dataenv.workspace_leftovers__lakes(text)
   FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     dataenv.add_storage(text, text, jsonb),
@@ -117,8 +167,7 @@ GRANT EXECUTE ON FUNCTION
     dataenv.add_lake(text, text, text, text, text, text, jsonb),
     dataenv.remove_lake(text, text)
   TO dataenv_admin;
-GRANT EXECUTE ON FUNCTION dataenv.check_shared_lakes(text, text[]), dataenv.check_lake_name(text, text),
-    dataenv.lake_workspace_exists(text), dataenv.require_lake_workspace(text, text)
-  TO dataenv_user, dataenv_admin;
-GRANT EXECUTE ON FUNCTION dataenv.fork_lake_leftovers(text) TO dataenv_user, dataenv_admin;
+-- check_shared_lakes, lake_workspace_exists and fork_lake_leftovers answer for any workspace id:
+-- internal (validators use dataenv.lake_info, which shows only the caller's workspaces).
+GRANT EXECUTE ON FUNCTION dataenv.check_lake_name(text, text) TO dataenv_user, dataenv_admin;
 GRANT SELECT ON dataenv.storage_info, dataenv.lake_info, dataenv.fork_lake_namespace_list TO dataenv_user, dataenv_admin;

@@ -64,6 +64,11 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 	req.ExtensionDirectory = c.extDirInside(mode)
 	req.TempDirectory = p.work.spillInside()
 	req.ResultPath = p.work.resultInside()
+	if job.Sandbox != nil {
+		sb := *job.Sandbox
+		sb.AllowedDirectories = append(append([]string{}, sb.AllowedDirectories...), p.work.tmpInside()+"/")
+		req.Sandbox = &sb
+	}
 	// A runner that could not take its job (a jail that failed to start, say) has exited or
 	// is exiting: finish reports how, with its stderr.
 	sendErr := p.send(req)

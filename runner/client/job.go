@@ -13,6 +13,12 @@ import (
 
 // Job is one DuckDB job.
 type Job struct {
+	// Setup are the caller's own statements, run before Blocks and not collected (secrets,
+	// attaches); see protocol.Request.
+	Setup []string
+	// Sandbox, when set, confines Blocks once Setup has run (protocol.Sandbox). The job's
+	// scratch directory (its /tmp) is allowed in addition to Sandbox.AllowedDirectories.
+	Sandbox *protocol.Sandbox
 	// Blocks are SQL texts run in order on one connection (see protocol.Request).
 	Blocks []string
 	// Args are set as DuckDB variables: getvariable('name').
@@ -99,7 +105,7 @@ func (j Job) request(cfg Config) (*protocol.Request, error) {
 		mem = cfg.MemoryLimit
 	}
 	return &protocol.Request{
-		Mode: protocol.ModeRun, Blocks: j.Blocks, Args: args, MemoryLimit: mem,
+		Mode: protocol.ModeRun, Setup: j.Setup, Blocks: j.Blocks, Args: args, MemoryLimit: mem,
 		Threads: j.Threads, MaxResultBytes: maxBytes, CollectLastOnly: j.CollectLastOnly,
 		TestHook: j.TestHook,
 	}, nil

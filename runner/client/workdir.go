@@ -45,4 +45,5 @@ func newWorkDir(root string, jailed bool) (*workDir, error) {
 func (w *workDir) resultHost() string   { return filepath.Join(w.host, "result.json") }
 func (w *workDir) resultInside() string { return filepath.Join(w.inside, "result.json") }
 func (w *workDir) spillInside() string  { return filepath.Join(w.inside, "spill") }
+func (w *workDir) tmpInside() string    { return filepath.Join(w.inside, "tmp") }
 func (w *workDir) remove() error        { return os.RemoveAll(w.host) }

@@ -33,6 +33,12 @@ func RunOn(ctx context.Context, in *Instance, req *protocol.Request, hook BlockH
 	if err == nil {
 		err = setArgs(ctx, conn, req.Args)
 	}
+	if err == nil {
+		err = runSetup(ctx, conn, req.Setup)
+	}
+	if err == nil && req.Sandbox != nil {
+		err = applySandbox(ctx, conn, req.Sandbox)
+	}
 	if err != nil {
 		resp.Error, resp.ErrorBlock = err.Error(), -1
 		return resp

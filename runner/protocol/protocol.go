@@ -23,6 +23,12 @@ const DefaultMaxResultBytes = 10 << 20
 // Request is one job for the runner.
 type Request struct {
 	Mode string `json:"mode"`
+	// Setup are SQL texts the job's owner (dataenv) runs before Blocks, on the same connection:
+	// secrets, the attaches the job may use, their secrets' drop. Their rows are not collected;
+	// a failure ends the job with ErrorBlock -1.
+	Setup []string `json:"setup,omitempty"`
+	// Sandbox, when set, closes the door after Setup and before the first block (see Sandbox).
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
 	// Blocks are SQL texts run in order on one connection. A block may hold several
 	// statements; the rows of its last statement are the block's result.
 	Blocks []string `json:"blocks"`
@@ -46,6 +52,23 @@ type Request struct {
 	ExtensionDirectory string `json:"extension_directory,omitempty"`
 	// TestHook makes the runner misbehave on purpose; honoured only by a runner built with the dataenv_testhooks tag.
 	TestHook *TestHook `json:"test_hook,omitempty"`
+}
+
+// Sandbox is what a job's own SQL (Blocks) may still reach once Setup has run. The runner then
+// sets, in this order: autoinstall_known_extensions = false, allow_community_extensions =
+// false, s3_url_compatibility_mode = true (when httpfs is loaded: no globs or ?s3_endpoint=
+// query parameters in s3:// URLs, so a secret cannot be sent to another endpoint),
+// allowed_directories and allowed_paths, enable_external_access = false (no new ATTACH of a
+// file or a Postgres database, no file or URL outside the allowed ones, no extension loaded
+// from a path), allowed_configs and, last, lock_configuration = true (none of it can be undone
+// by the job's SQL). What each setting does and does not enforce is in runner/README.md.
+type Sandbox struct {
+	// AllowedDirectories are the directories and URL prefixes (s3://bucket/prefix/) the job may
+	// read and write: the data paths of its lakes. The temporary directory is allowed by DuckDB
+	// itself.
+	AllowedDirectories []string `json:"allowed_directories,omitempty"`
+	// AllowedPaths are single files the job may read and write.
+	AllowedPaths []string `json:"allowed_paths,omitempty"`
 }
 
 // TestHook describes a failure to inject after a given block has run.

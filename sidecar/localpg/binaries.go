@@ -35,6 +35,40 @@ func BinDir(ctx context.Context, explicit string) (dir string, major int, err er
 		"(Debian packages postgresql and postgresql-client)")
 }
 
+// binDir is BinDir for the machine's own binaries, and its counterpart inside a root: explicit
+// (a path inside the root) or the newest /usr/lib/postgresql/N/bin of the root. The directory
+// returned is the one the server sees.
+func (r *runAs) binDir(ctx context.Context, explicit string) (string, int, error) {
+	if r.root == "" {
+		return BinDir(ctx, explicit)
+	}
+	cands := []string{explicit}
+	if explicit == "" {
+		dirs, _ := filepath.Glob(filepath.Join(r.root, "usr/lib/postgresql/*/bin"))
+		sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+		cands = cands[:0]
+		for _, d := range dirs {
+			cands = append(cands, r.inner(d))
+		}
+	}
+	for _, cand := range cands {
+		if !isFile(r.outer(filepath.Join(cand, "initdb"))) || !isFile(r.outer(filepath.Join(cand, "postgres"))) {
+			continue
+		}
+		major, err := versionFrom(r.command(ctx, r.root, filepath.Join(cand, "postgres"), "--version"))
+		if err != nil {
+			return "", 0, fmt.Errorf("localpg: %s in the root %s: %w", cand, r.root, err)
+		}
+		if major < MinMajorVersion {
+			return "", 0, fmt.Errorf("localpg: PostgreSQL %d in the root %s is too old: need %d "+
+				"or newer", major, r.root, MinMajorVersion)
+		}
+		return cand, major, nil
+	}
+	return "", 0, fmt.Errorf("localpg: no PostgreSQL server binaries (initdb, postgres) in the "+
+		"root %s under /usr/lib/postgresql/*/bin (tests/setup/deps.sh prepares such roots)", r.root)
+}
+
 func binDirCandidates(explicit string) []string {
 	if explicit != "" {
 		return []string{explicit}
@@ -64,14 +98,26 @@ func versionOf(binDir string) float64 {
 var versionRE = regexp.MustCompile(`\(PostgreSQL\)\s+(\d+)`)
 
 func serverMajor(ctx context.Context, binDir string) (int, error) {
-	out, err := exec.CommandContext(ctx, filepath.Join(binDir, "postgres"), "--version").Output()
+	major, err := versionFrom(exec.CommandContext(ctx, filepath.Join(binDir, "postgres"), "--version"))
 	if err != nil {
-		return 0, fmt.Errorf("localpg: %s/postgres --version: %w", binDir, err)
+		return 0, fmt.Errorf("localpg: %s: %w", binDir, err)
+	}
+	return major, nil
+}
+
+// versionFrom runs a `postgres --version` command and parses the major version it prints.
+func versionFrom(cmd *exec.Cmd) (int, error) {
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		return 0, fmt.Errorf("postgres --version: %w %s", err, strings.TrimSpace(string(stderr)))
 	}
 	m := versionRE.FindSubmatch(out)
 	if m == nil {
-		return 0, fmt.Errorf("localpg: cannot parse %q from %s/postgres --version",
-			strings.TrimSpace(string(out)), binDir)
+		return 0, fmt.Errorf("cannot parse %q from postgres --version", strings.TrimSpace(string(out)))
 	}
 	return strconv.Atoi(string(m[1]))
 }

@@ -38,6 +38,10 @@ type Cluster struct {
 	LogFile   string
 	// Major is the server's major version.
 	Major int
+	// Root is the directory the server runs in, chrooted (Config.Root); empty for the
+	// machine's own binaries. Dir, DataDir, SocketDir and LogFile are paths of this machine
+	// (inside Root when it is set).
+	Root string
 
 	port       int
 	persistent bool
@@ -89,16 +93,16 @@ func (c *Cluster) DSNAs(user, password, dbname string) string {
 
 // Start starts a cluster as described by cfg. See Config.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	binDir, major, err := BinDir(ctx, cfg.BinDir)
+	ra, err := resolveRunAs(cfg)
 	if err != nil {
 		return nil, err
 	}
-	ra, err := resolveRunAs()
+	binDir, major, err := ra.binDir(ctx, cfg.BinDir)
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{
-		SuperUser: DefaultSuperUser, Major: major, persistent: cfg.Persistent,
+		SuperUser: DefaultSuperUser, Major: major, Root: ra.root, persistent: cfg.Persistent,
 		binDir: binDir, runAs: ra, logger: cfg.logger().With("cluster", cfg.name()),
 	}
 	if cfg.Persistent {
@@ -123,6 +127,10 @@ func (c *Cluster) prepareDir(dir string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("localpg: %w", err)
 	}
+	if !c.runAs.within(dir) {
+		return fmt.Errorf("localpg: %s is outside the root %s the server runs in: a cluster "+
+			"directory must be inside it", dir, c.runAs.root)
+	}
 	if err := c.runAs.checkTraversable(dir); err != nil {
 		return err
 	}
@@ -131,8 +139,8 @@ func (c *Cluster) prepareDir(dir string) error {
 	}
 	c.setDirs(dir)
 	// A unix socket path is limited to 107 bytes: fall back to a short directory under /tmp.
-	if len(c.SocketDir)+len("/.s.PGSQL.65535") > 100 {
-		sock, err := os.MkdirTemp("", "dataenv-pgsock-")
+	if len(c.runAs.inner(c.SocketDir))+len("/.s.PGSQL.65535") > 100 {
+		sock, err := os.MkdirTemp(c.runAs.tempParent(), "dataenv-pgsock-")
 		if err != nil {
 			return fmt.Errorf("localpg: %w", err)
 		}
@@ -154,7 +162,7 @@ func (c *Cluster) initdb(ctx context.Context, cfg Config) error {
 	if err := c.runAs.chown(pwFile); err != nil {
 		return err
 	}
-	args := []string{"-D", c.DataDir, "-U", c.SuperUser, "--pwfile=" + pwFile,
+	args := []string{"-D", c.inner(c.DataDir), "-U", c.SuperUser, "--pwfile=" + c.inner(pwFile),
 		"--auth-local=scram-sha-256", "--auth-host=scram-sha-256",
 		"-E", "UTF8", "--locale=C.UTF-8", "--no-instructions"}
 	if !cfg.Persistent {
@@ -162,6 +170,15 @@ func (c *Cluster) initdb(ctx context.Context, cfg Config) error {
 	}
 	if out, err := c.run(ctx, "initdb", args...); err != nil {
 		return fmt.Errorf("localpg: initdb %s: %w\n%s", c.DataDir, err, out)
+	}
+	for name, content := range cfg.Files {
+		p := filepath.Join(c.DataDir, filepath.Clean("/"+name))
+		if err := os.WriteFile(p, content, 0o600); err != nil {
+			return fmt.Errorf("localpg: %w", err)
+		}
+		if err := c.runAs.chown(p); err != nil {
+			return err
+		}
 	}
 	var conf strings.Builder
 	conf.WriteString("\n# added by dataenv localpg\n")
@@ -175,6 +192,9 @@ func (c *Cluster) initdb(ctx context.Context, cfg Config) error {
 	_, err = f.WriteString(conf.String())
 	return errors.Join(err, f.Close())
 }
+
+// inner is a path of this machine as the server sees it (see Config.Root).
+func (c *Cluster) inner(p string) string { return c.runAs.inner(p) }
 
 // run runs a PostgreSQL tool from binDir as the run-as user and returns its combined output.
 func (c *Cluster) run(ctx context.Context, tool string, args ...string) ([]byte, error) {

@@ -30,11 +30,28 @@ type Config struct {
 	// Throwaway clusters default to off (fast, unsafe on a crash: the data is discarded anyway);
 	// persistent clusters always keep them on.
 	Fsync bool
-	// BinDir holds initdb, pg_ctl and postgres. Empty: see the package documentation.
+	// BinDir holds initdb, pg_ctl and postgres. Empty: see the package documentation. With
+	// Root, a path inside the root (empty: its newest /usr/lib/postgresql/N/bin).
 	BinDir string
+	// Root is a directory holding a root file system (a Debian debootstrap, say) with a
+	// PostgreSQL server installed in it: the server runs chrooted there, which is how this
+	// machine runs a major version its own system does not package. Dir must be inside Root;
+	// throwaway clusters default to a temporary directory under Root/tmp. The server runs as
+	// the root's own postgres user (or DATAENV_PG_USER): when this process is root, through
+	// chroot and setuid; otherwise in a user namespace that maps the caller to that user
+	// (unprivileged user namespaces must be allowed). Clients reach it over 127.0.0.1 as usual.
+	// When the root holds a symbolic link at its own absolute path pointing to "/" (as
+	// tests/setup/pgroots.sh makes), the server is given this machine's paths, so that what it
+	// reports (data_directory, say) names the same files here; otherwise paths relative to Root.
+	Root string
 	// Settings are extra postgresql.conf settings, written at initdb time (name = value; values
 	// are written as given, quote strings yourself).
 	Settings map[string]string
+	// Files are written into the data directory when it is created (name relative to it, mode
+	// 0600, owned by the server's user): a TLS certificate and key, say, which Settings then
+	// name by relative paths (PostgreSQL reads those relative to the data directory), so that
+	// they work in a Root too.
+	Files map[string][]byte
 	// Logger receives start/stop events. Default: discard.
 	Logger *slog.Logger
 }

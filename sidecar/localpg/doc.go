@@ -12,4 +12,12 @@
 //
 // Binaries: Config.BinDir, else $DATAENV_PG_BINDIR, else the newest /usr/lib/postgresql/N/bin
 // (N >= 15), else the directory initdb on PATH resolves to.
+//
+// Other major versions: Config.Root names a root file system with PostgreSQL installed (a
+// Debian debootstrap with postgresql-N, as tests/setup/pgroots.sh prepares for 17 and 18) and the
+// server runs chrooted in it, on this machine's loopback like any other. The cluster directory
+// then lives inside the root. As root, localpg chroots and switches to the root's own postgres
+// user; as an ordinary user it creates a user namespace that maps the caller to that user and
+// chroots there, which needs unprivileged user namespaces (Debian's default; refused with a clear
+// error where a sysctl turns them off). Clients never enter the root: they connect over TCP.
 package localpg

@@ -54,9 +54,9 @@ func (c *Cluster) startPersistent(ctx context.Context, cfg Config) error {
 		if err := c.ping(ctx); err == nil {
 			c.attached = true
 			c.logger.Info("postgres already running", "port", pm.port, "dir", dir)
-			if pm.socketDir != "" && pm.socketDir != c.SocketDir {
+			if sock := c.runAs.outer(pm.socketDir); pm.socketDir != "" && sock != c.SocketDir {
 				c.removeOwnSocketDir()
-				c.SocketDir = pm.socketDir
+				c.SocketDir = sock
 			}
 			return nil
 		}
@@ -85,9 +85,9 @@ func (c *Cluster) pgCtlStart(ctx context.Context) error {
 		return err
 	}
 	offset := logSize(c.LogFile)
-	opts := fmt.Sprintf("-p %d -k %s", c.port, c.SocketDir)
-	out, err := c.run(ctx, "pg_ctl", "start", "-D", c.DataDir, "-w", "-t", "60",
-		"-l", c.LogFile, "-o", opts)
+	opts := fmt.Sprintf("-p %d -k %s", c.port, c.inner(c.SocketDir))
+	out, err := c.run(ctx, "pg_ctl", "start", "-D", c.inner(c.DataDir), "-w", "-t", "60",
+		"-l", c.inner(c.LogFile), "-o", opts)
 	if err != nil {
 		return fmt.Errorf("localpg: pg_ctl start (port %d): %w\n%s\n%s", c.port, err, out,
 			c.logTail(offset))
@@ -97,13 +97,13 @@ func (c *Cluster) pgCtlStart(ctx context.Context) error {
 
 // stopPersistent stops the server with pg_ctl stop -m fast (then -m immediate) and keeps Dir.
 func (c *Cluster) stopPersistent(ctx context.Context) error {
-	out, err := c.run(ctx, "pg_ctl", "stop", "-D", c.DataDir, "-m", "fast", "-w", "-t", "60")
+	out, err := c.run(ctx, "pg_ctl", "stop", "-D", c.inner(c.DataDir), "-m", "fast", "-w", "-t", "60")
 	if err == nil {
 		c.logger.Info("postgres stopped", "port", c.port)
 		c.removeOwnSocketDir()
 		return nil
 	}
-	out2, err2 := c.run(ctx, "pg_ctl", "stop", "-D", c.DataDir, "-m", "immediate", "-w")
+	out2, err2 := c.run(ctx, "pg_ctl", "stop", "-D", c.inner(c.DataDir), "-m", "immediate", "-w")
 	if err2 != nil {
 		return fmt.Errorf("localpg: pg_ctl stop: %w\n%s\n%s", err, out, out2)
 	}

@@ -22,7 +22,7 @@ const portAttempts = 5
 func (c *Cluster) startThrowaway(ctx context.Context, cfg Config) (err error) {
 	dir := cfg.Dir
 	if dir == "" {
-		if dir, err = os.MkdirTemp("", "dataenv-pg-"+cfg.name()+"-"); err != nil {
+		if dir, err = os.MkdirTemp(c.runAs.tempParent(), "dataenv-pg-"+cfg.name()+"-"); err != nil {
 			return fmt.Errorf("localpg: %w", err)
 		}
 	} else if entries, rerr := os.ReadDir(dir); rerr == nil && len(entries) > 0 {
@@ -103,7 +103,7 @@ func (c *Cluster) spawn(ctx context.Context, port int) error {
 	defer logf.Close()
 	// Not bound to ctx: the server outlives Start; Stop ends it.
 	cmd := c.runAs.command(context.WithoutCancel(ctx), c.Dir, filepath.Join(c.binDir, "postgres"),
-		"-D", c.DataDir, "-p", strconv.Itoa(port), "-k", c.SocketDir)
+		"-D", c.inner(c.DataDir), "-p", strconv.Itoa(port), "-k", c.inner(c.SocketDir))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr.Setpgid = true
 	if err := cmd.Start(); err != nil {

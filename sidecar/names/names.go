@@ -14,6 +14,7 @@
 //	ForkLakeSchema(ws, lake)    dataenv_fork_<ws:24>_<lake:16>_<hash8>          (at most 63 bytes)
 //	ForkDataSegment(ws)         <ws:40>_<hash8>                                 (one path component)
 //	AncestorAlias(lake, anc)    __dataenv_dl_<lake:16>_<anc:24>_<hash8>         (at most 63 bytes)
+//	WorkspaceRole(inst, c, ws)  dataenv_ws_<ws:40>_<hash8>                      (at most 60 bytes)
 //
 // Mangling lowercases ASCII letters, turns every other character that is not [a-z0-9] into '_'
 // and truncates to the width shown. Mangling alone is lossy ("a-b" and "a_b" mangle alike, long
@@ -45,6 +46,8 @@ const (
 	ForkPrefix  = "dataenv_fork_"
 	AliasPrefix = "__dataenv_dl_"
 	ForkDataDir = "__dataenv_forks"
+	// WorkspaceRolePrefix starts the name of every per-workspace managed role.
+	WorkspaceRolePrefix = "dataenv_ws_"
 )
 
 // Marker starts the ownership comment of every database, role and schema dataenv creates.
@@ -58,6 +61,7 @@ const (
 	workspaceWidth = 24 // workspace part of database and schema names
 	objectWidth    = 16 // datatable or lake part
 	segmentWidth   = 40 // workspace part of a data path segment
+	roleWidth      = 40 // workspace part of a workspace role name
 )
 
 // Hash kind tags: the same inputs hash differently for different kinds of names.
@@ -66,6 +70,7 @@ const (
 	tagSchema   = "lake schema"
 	tagSegment  = "data segment"
 	tagAlias    = "ancestor alias"
+	tagRole     = "workspace role"
 )
 
 // ForkDatabase is the name of the database holding workspace's copy of datatable:
@@ -122,6 +127,16 @@ func ForkLakeDataPrefix(workspace, dataPath string) string {
 func AncestorAlias(lake, ancestor string) string {
 	return AliasPrefix + compact(lake, objectWidth) + "_" + compact(ancestor, workspaceWidth) + "_" +
 		hash8(tagAlias, lake, ancestor)
+}
+
+// WorkspaceRole is the name of workspace's managed role on a cluster:
+// dataenv_ws_<mangled workspace>_<hash8>, at most 60 bytes. Roles are cluster-wide while
+// workspaces belong to one installation, and one installation may register a physical cluster
+// under two names, so the hash covers the installation id (dataenv.installation.id) and the
+// cluster's name as well as the workspace id: two installations administering one cluster never
+// compute the same name for their workspaces.
+func WorkspaceRole(installation, cluster, workspace string) string {
+	return WorkspaceRolePrefix + mangle(workspace, roleWidth) + "_" + hash8(tagRole, installation, cluster, workspace)
 }
 
 // mangle lowercases ASCII letters, replaces every other byte outside [a-z0-9] by '_' (so a

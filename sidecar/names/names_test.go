@@ -164,3 +164,39 @@ func TestForkLakeDataPrefixAgreesWithForkDataPath(t *testing.T) {
 		}
 	}
 }
+
+func TestGoldenWorkspaceRole(t *testing.T) {
+	const inst = "8f0c6f52-3c1e-4b9a-9f43-0d5d1f2b7a10"
+	cases := []struct{ inst, cluster, ws, want string }{
+		{inst, "instance", "prod", "dataenv_ws_prod_4421fa6a"},
+		{inst, "instance", "prod/dev", "dataenv_ws_prod_dev_1d8d67f3"},
+		{inst, "instance", "prod_dev", "dataenv_ws_prod_dev_87956db3"},
+		{inst, "ext", "prod", "dataenv_ws_prod_044faee2"},
+		{"00000000-0000-0000-0000-000000000000", "instance", "prod", "dataenv_ws_prod_4c7ed54c"},
+		{inst, "instance", "a-very-long-workspace-identifier-for-feature-x/and-more", "dataenv_ws_a_very_long_workspace_identifier_for_fea_6e7cb518"},
+	}
+	for _, c := range cases {
+		if got := WorkspaceRole(c.inst, c.cluster, c.ws); got != c.want {
+			t.Errorf("WorkspaceRole(%q, %q, %q) = %q, golden %q", c.inst, c.cluster, c.ws, got, c.want)
+		}
+	}
+}
+
+// Every input gives a valid role name of at most 63 bytes; distinct inputs give distinct names
+// (the hash covers the unmangled inputs, each length-prefixed).
+func FuzzWorkspaceRole(f *testing.F) {
+	for _, s := range [][6]string{{"i", "c", "ws", "i", "c", "ws2"}, {"i", "c", "fork-a/b", "i", "c", "fork_a_b"},
+		{"i", "c1", "w", "i", "c2", "w"}, {"i1", "c", "w", "i2", "c", "w"}, {"a", "bc", "w", "ab", "c", "w"},
+		{"", "", "", "", "", "x"}, {"i", "c", strings.Repeat("z", 100), "i", "c", strings.Repeat("z", 99)}} {
+		f.Add(s[0], s[1], s[2], s[3], s[4], s[5])
+	}
+	f.Fuzz(func(t *testing.T, i1, c1, w1, i2, c2, w2 string) {
+		x := WorkspaceRole(i1, c1, w1)
+		if len(x) > MaxIdentifier || !identRE.MatchString(x) || !strings.HasPrefix(x, WorkspaceRolePrefix) {
+			t.Fatalf("WorkspaceRole(%q, %q, %q) = %q: too long, bad characters or unprefixed", i1, c1, w1, x)
+		}
+		if (i1 != i2 || c1 != c2 || w1 != w2) && x == WorkspaceRole(i2, c2, w2) {
+			t.Fatalf("(%q, %q, %q) and (%q, %q, %q) both give %q", i1, c1, w1, i2, c2, w2, x)
+		}
+	})
+}

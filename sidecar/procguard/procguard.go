@@ -21,7 +21,8 @@ import (
 
 // script: the first line read decides. "disarm" exits quietly; EOF (the owner died) or anything
 // else kills process group $1 (when > 0) with the direct children of its leader (PostgreSQL
-// backends run in sessions of their own), and removes the remaining arguments. The leader is
+// backends run in sessions of their own), detaches the mounts listed before "--", and removes the
+// arguments after it (never crossing into a file system still mounted inside). The leader is
 // stopped first so it forks nothing new meanwhile.
 const script = `read -r cmd
 [ "$cmd" = disarm ] && exit 0
@@ -31,7 +32,9 @@ if [ "$1" -gt 0 ]; then
   kill -s KILL -- "-$1" 2>/dev/null
 fi
 shift
-[ "$#" -gt 0 ] && rm -rf -- "$@"
+while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do umount -l -- "$1" 2>/dev/null; shift; done
+[ "$#" -gt 0 ] && shift
+[ "$#" -gt 0 ] && rm -rf --one-file-system -- "$@"
 exit 0
 `
 
@@ -44,12 +47,18 @@ type Guard struct {
 }
 
 // Start arms a guard for process group pgid (0: none) and the given directories.
-func Start(pgid int, dirs ...string) (*Guard, error) {
+func Start(pgid int, dirs ...string) (*Guard, error) { return StartUnmounting(pgid, nil, dirs...) }
+
+// StartUnmounting is Start that also detaches mounts (umount -l, which needs the privilege to
+// unmount them) before removing the directories: a file system a test mounted in a directory it
+// removes.
+func StartUnmounting(pgid int, mounts []string, dirs ...string) (*Guard, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("procguard: pipe: %w", err)
 	}
-	args := append([]string{"-c", script, "procguard", strconv.Itoa(pgid)}, dirs...)
+	args := append([]string{"-c", script, "procguard", strconv.Itoa(pgid)}, mounts...)
+	args = append(append(args, "--"), dirs...)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Stdin = r
 	// A session of its own: a Ctrl-C sent to the terminal's process group does not reach it.

@@ -100,3 +100,37 @@ func TestFireKillsChildrenInOtherSessions(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestFireDetachesMounts: a file system mounted inside a guarded directory is detached before
+// the directory is removed (as root: a real tmpfs; otherwise the mount list of a plain directory
+// must not keep its removal from happening).
+func TestFireDetachesMounts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.MkdirAll(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	root := os.Geteuid() == 0
+	if root {
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "procguard-test", mnt).CombinedOutput(); err != nil {
+			t.Fatalf("mount tmpfs: %v %s", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+		if err := os.WriteFile(filepath.Join(mnt, "f"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := StartUnmounting(0, []string{mnt}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Fire(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile("/proc/self/mounts"); strings.Contains(string(b), mnt) {
+		t.Fatalf("%s still mounted", mnt)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s not removed (root=%v): %v", dir, root, err)
+	}
+}

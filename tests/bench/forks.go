@@ -16,7 +16,8 @@ import (
 
 // The forks suite: how long create_fork takes to make a datatable's copy, for a parent with 10,
 // 100 and 1000 tables, schema_only and full_copy, side by side in the same run with the plain
-// operations they are built on: CREATE DATABASE ... TEMPLATE and pg_dump --schema-only | psql.
+// operations they are built on: CREATE DATABASE ... TEMPLATE and pg_dump --schema-only | psql;
+// then full_copy by reflink clone on PostgreSQL 18 (forkclone.go).
 // The fork handlers run in-process against the bench cluster's "instance" cluster (the request
 // pipeline's own cost is the pipeline suite's subject).
 
@@ -50,20 +51,27 @@ func (forkSuite) Run(ctx context.Context, env *Env) (string, error) {
 			sizes = append(sizes, n)
 		}
 	}
-	rows, err := ForkBench(ctx, env, sizes, reps)
+	fb, err := newForkBench(ctx, env)
 	if err != nil {
 		return "", err
 	}
-	return renderForks(env, rows, reps, time.Since(start)), nil
+	defer fb.close()
+	rows, err := ForkBench(ctx, env, fb, sizes, reps)
+	if err != nil {
+		return "", err
+	}
+	clones, skipped, err := CloneBench(ctx, env, fb, reps)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(renderForks(env, rows, reps, time.Since(start)))
+	renderClone(&b, clones, skipped, reps)
+	return b.String(), nil
 }
 
 // ForkBench measures fork creation for parents of each size (reps runs each, median kept).
-func ForkBench(ctx context.Context, env *Env, sizes []int, reps int) ([]ForkRow, error) {
-	fb, err := newForkBench(ctx, env)
-	if err != nil {
-		return nil, err
-	}
-	defer fb.close()
+func ForkBench(ctx context.Context, env *Env, fb *forkBench, sizes []int, reps int) ([]ForkRow, error) {
 	var out []ForkRow
 	for i, n := range sizes {
 		r := reps

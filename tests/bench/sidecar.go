@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dataenv/dataenv/sidecar/install"
+	"github.com/dataenv/dataenv/tests/sidecartest"
 )
 
 // The fork and lake suites drive the real dataenv sidecar (the shipped build, no test hooks)
@@ -79,7 +80,7 @@ func installedControl(ctx context.Context, env *Env, name string, extraEnv ...st
 		return nil, err
 	}
 	s.cmd = exec.Command(bin, "sidecar", "--dsn", dsn, "--http-addr", "-", "--log-level", "warn")
-	s.cmd.Env = append(os.Environ(), extraEnv...)
+	s.cmd.Env = append(append(os.Environ(), sidecartest.ToolDirsEnv()), extraEnv...)
 	s.cmd.Stderr = os.Stderr
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {

@@ -17,6 +17,7 @@ func TestConcurrentCreatesOfOneForkID(t *testing.T) {
 	p := f.parentDB("p", 20)
 	ws, fork := wsID("ws"), wsID("fork")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
 	f.sidecar.Kill()
 	ids := []string{

@@ -26,12 +26,20 @@ type fixture struct {
 	name       string    // the external cluster's name in dataenv.clusters
 	prefix     string    // names of databases the test makes on the external cluster
 	appRole    string
+	adminUser  string
+	pg         *testenv.Postgres // the cluster registered as name (external by default)
 	sidecar    *sidecartest.Process
 }
 
 func newFixture(t *testing.T, sidecarEnv ...string) *fixture {
 	t.Helper()
-	f := &fixture{t: t, ctx: context.Background()}
+	return newFixtureOn(t, external, sidecarEnv...)
+}
+
+// newFixtureOn is newFixture with another cluster than external registered.
+func newFixtureOn(t *testing.T, pg *testenv.Postgres, sidecarEnv ...string) *fixture {
+	t.Helper()
+	f := &fixture{t: t, ctx: context.Background(), pg: pg}
 	f.controlDB = control.CreateDatabase(t)
 	f.controlDSN = control.DSN(f.controlDB)
 	f.sql = control.Connect(t, f.controlDB)
@@ -43,12 +51,13 @@ func newFixture(t *testing.T, sidecarEnv ...string) *fixture {
 	rnd := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	f.appRole = "dataenv_x" + rnd + "_app"
 	replRole := "dataenv_x" + rnd + "_repl"
-	external.DropRolesAtCleanup(t, f.appRole, replRole)
-	adminUser, adminPW := external.CreateManagedAdmin(t)
-	f.prefix = external.NamePrefix(t)
+	pg.DropRolesAtCleanup(t, f.appRole, replRole)
+	adminUser, adminPW := pg.CreateManagedAdmin(t)
+	f.adminUser = adminUser
+	f.prefix = pg.NamePrefix(t)
 	f.name = f.prefix + "ext"
 	f.exec(`SELECT dataenv.register_cluster($1, $2, $3, $4, $5, 'disable')`,
-		f.name, external.Host(), external.Port(), adminUser, adminPW)
+		f.name, pg.Host(), pg.Port(), adminUser, adminPW)
 	f.exec(`SELECT dataenv.update_cluster($1, app_role => $2, replication_role => $3)`, f.name, f.appRole, replRole)
 	f.sidecar = f.startSidecar(sidecarEnv...)
 	f.mustSucceed(f.request(f.sql, `SELECT dataenv.setup_cluster($1)`, f.name))
@@ -145,14 +154,21 @@ func (f *fixture) newUser() user {
 	return user{name: name, conn: control.ConnectAs(f.t, name, pw, f.controlDB)}
 }
 
-// parentDB creates a marked database on the external cluster through create_database and fills
+// grantDatabase lets u bind database db of cluster to its workspaces (binding is an
+// administrator's act or needs such a grant).
+func (f *fixture) grantDatabase(u user, cluster, db string) {
+	f.t.Helper()
+	f.exec(`SELECT dataenv.grant_database($1, $2, $3)`, cluster, db, u.name)
+}
+
+// parentDB creates a marked database on the fixture's cluster through create_database and fills
 // it as the application role: tables with a primary key, unique, check and foreign key
 // constraints, an index, a view and rows.
 func (f *fixture) parentDB(suffix string, rows int) string {
 	f.t.Helper()
 	db := f.prefix + suffix
 	f.mustSucceed(f.request(f.sql, `SELECT dataenv.create_database($1, $2)`, f.name, db))
-	conn := external.Connect(f.t, db)
+	conn := f.pg.Connect(f.t, db)
 	mustExec(f.t, conn, `SET ROLE `+ident(f.appRole))
 	mustExec(f.t, conn, `
 		CREATE TABLE customers (id bigserial PRIMARY KEY, email text NOT NULL UNIQUE, score int CHECK (score >= 0));

@@ -13,6 +13,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	a := f.newUser()
 	ws := wsID("ws")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, "somedb")
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, 'somedb')`, ws, f.name)
 	before := queryInt(t, f.sql, `SELECT (SELECT count(*) FROM dataenv.requests) + (SELECT count(*) FROM dataenv.workspaces)
 		+ (SELECT count(*) FROM dataenv.datatables) + (SELECT count(*) FROM dataenv.workspace_members)`)

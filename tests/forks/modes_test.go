@@ -37,6 +37,7 @@ func TestForkModes(t *testing.T) {
 	ws, fork := wsID("ws"), wsID("fork")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
 	for dt, db := range map[string]string{"shop": p1, "full": p2, "shared": p1} {
+		f.grantDatabase(a, f.name, db)
 		mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, $2, $3, $4)`, ws, dt, f.name, db)
 	}
 	r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"shop": "schema_only", "full": "full_copy"}')`, ws, fork))
@@ -71,6 +72,20 @@ func TestForkModes(t *testing.T) {
 	}
 	if !strings.Contains(string(r.result), `"status": "created"`) && !strings.Contains(string(r.result), `"status":"created"`) {
 		t.Fatalf("result %s", r.result)
+	}
+	// The result says why the idle parent was not cloned (PostgreSQL before 18; on 18, an admin
+	// that may not read data_directory, or a data directory on a file system that cannot clone).
+	var res struct {
+		Datatables []struct {
+			Datatable        string `json:"datatable"`
+			CloneUnavailable string `json:"clone_unavailable"`
+		} `json:"datatables"`
+	}
+	decode(t, r.result, &res)
+	for _, d := range res.Datatables {
+		if d.Datatable == "full" && d.CloneUnavailable == "" {
+			t.Fatalf("full_copy by template without the reason it did not clone: %s", r.result)
+		}
 	}
 
 	// Writes in the fork stay in the fork; the app role owns the copy's tables.

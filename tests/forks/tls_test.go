@@ -34,6 +34,7 @@ func TestForkOverTLS(t *testing.T) {
 
 	ws, fork := wsID("ws"), wsID("fork")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, name, parent)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 's', $2, $3)`, ws, name, parent)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'f', $2, $3)`, ws, name, parent)
 	// pconn stays open: the full copy cannot use TEMPLATE and goes through pg_dump | pg_restore.

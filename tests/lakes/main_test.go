@@ -63,7 +63,50 @@ func newEnv(t *testing.T) *env {
 	e.conn = pg.Connect(t, db)
 	e.catalog = pg.CreateDatabase(t)
 	t.Cleanup(func() { dropSlot(e.conn) })
+	t.Cleanup(func() { dropWorkspaceRoles(t, e.conn) })
 	return e
+}
+
+// dropWorkspaceRoles drops the workspace roles the installation's sidecar created on the harness
+// cluster (their names carry the installation's hash, not the test's prefix).
+func dropWorkspaceRoles(t *testing.T, conn *pgx.Conn) {
+	ctx := context.Background()
+	rows, err := conn.Query(ctx, `SELECT rolname::text FROM pg_roles
+		WHERE shobj_description(oid, 'pg_authid') LIKE '%workspace role; installation ' || (SELECT id::text FROM dataenv.installation) || ';%'`)
+	if err != nil {
+		t.Errorf("list the workspace roles: %v", err)
+		return
+	}
+	roles, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	// One at a time: DROP OWNED BY a, b of two roles that share a default ACL entry (one's
+	// default privileges granted to the other) fails with "could not find tuple for default ACL".
+	for _, r := range roles {
+		if err == nil {
+			err = pg.DropRoles(ctx, r)
+		}
+	}
+	if err != nil {
+		t.Errorf("drop the workspace roles: %v", err)
+	}
+}
+
+// setupInstance sets up the instance cluster with managed role names of the test's own (dropped
+// at cleanup), so that its application role exists: what a datatable's workspace role mirrors.
+// It returns the application role.
+func (e *env) setupInstance() string {
+	e.t.Helper()
+	prefix := pg.NamePrefix(e.t)
+	app, repl := "dataenv_"+prefix+"app", "dataenv_"+prefix+"repl"
+	pg.DropRolesAtCleanup(e.t, app, repl)
+	mustExec(e.t, e.conn, `SELECT dataenv.update_cluster('instance', app_role => $1, replication_role => $2)`, app, repl)
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.setup_cluster('instance')`).Scan(&id); err != nil {
+		e.t.Fatal(err)
+	}
+	if row := e.wait(id); row.Status != "succeeded" {
+		e.t.Fatalf("setup_cluster('instance'): %s %s", row.Status, deref(row.Error))
+	}
+	return app
 }
 
 // startSidecar starts the real sidecar on the env's control database.

@@ -1,10 +1,26 @@
 package lakes_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/dataenv/dataenv/runner/client"
 )
+
+// runOutside runs sql in a plain runner, without dataenv: the test's own privileged setup.
+func runOutside(t *testing.T, sql string) {
+	t.Helper()
+	c, err := client.New(client.Config{RunnerPath: runnerPath, Isolation: client.IsolationPlain, WorkRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Run(context.Background(), client.Job{Blocks: []string{sql}}); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
 
 // Why fork data lives at the storage root: a fork data path nested under the parent's data path
 // is listed for deletion by the parent's orphan-file cleanup (dry run); dataenv's fork prefix
@@ -13,9 +29,9 @@ func TestParentOrphanCleanupSparesForkData(t *testing.T) {
 	e, url := lakeEnv(t, storageKinds[0])
 	dir := strings.TrimPrefix(url, "file://")
 	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
-	// A fork done wrong: its namespace's DATA_PATH nested under the parent's (the job attaches
-	// the lake too, so that a jailed runner has the parent's data directory mounted).
-	e.run("prod", fmt.Sprintf(attachMain+`ATTACH 'ducklake:postgres:%s' AS nested (METADATA_SCHEMA 'nested_fork', DATA_PATH '%s/lakes/main/nested_fork/');
+	// A fork done wrong: its namespace's DATA_PATH nested under the parent's, written by a
+	// runner of the test's own (a job may attach nothing but its own lakes).
+	runOutside(t, fmt.Sprintf(`ATTACH 'ducklake:postgres:%s' AS nested (METADATA_SCHEMA 'nested_fork', DATA_PATH '%s/lakes/main/nested_fork/');
 		CREATE TABLE nested.t AS SELECT range AS id FROM range(3000)`, pg.DSN(e.catalog), dir))
 	// dataenv's fork.
 	e.workspace("dev", "prod")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // storageKind sets up a storage for a test: a local directory or a bucket of the S3 server.
@@ -152,8 +153,11 @@ func TestJobErrors(t *testing.T) {
 // the original, the parent's.
 func TestDatatableAttach(t *testing.T) {
 	e, _ := lakeEnv(t, storageKinds[0])
+	app := e.setupInstance()
 	db := pg.CreateDatabase(t)
-	mustExec(t, pg.Connect(t, db), `CREATE TABLE customers (id int PRIMARY KEY, name text); INSERT INTO customers VALUES (1, 'ada'), (2, 'bob')`)
+	// A datatable gives the workspace role what the cluster's application role may do there.
+	mustExec(t, pg.Connect(t, db), `CREATE TABLE customers (id int PRIMARY KEY, name text); INSERT INTO customers VALUES (1, 'ada'), (2, 'bob');
+		GRANT SELECT ON customers TO `+pgx.Identifier{app}.Sanitize())
 	mustExec(t, e.conn, `SELECT dataenv.add_datatable('prod', 'crm', 'instance', $1)`, db)
 	e.run("prod", attachMain+"CREATE TABLE dl.orders AS SELECT 1 AS customer_id, 10 AS amount UNION ALL SELECT 2, 5")
 	const q = "ATTACH 'datatable://crm' AS crm (READ_ONLY);\n" + attachMain +

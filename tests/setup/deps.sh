@@ -10,6 +10,10 @@
 #     started nor enabled)
 #   - versitygw v1.8.0, the S3 server the tests run (go install, into $(go env GOPATH)/bin)
 #   - the DuckDB extensions (hook: runner/scripts/install-extensions.sh)
+#   - btrfs-progs, xfsprogs, e2fsprogs (file systems in image files: the reflink clone tests)
+#   - debootstrap, and the Debian roots the test matrix runs PostgreSQL 17 and 18 from
+#     (tests/setup/pgroots.sh: .deps/pg/N, prepared once and reused; DATAENV_PG_ROOT_VERSIONS
+#     chooses the versions, empty for none)
 # Idempotent, and silent when everything is present. `apt-get update` runs only when a package is
 # missing. Needs root (or sudo) only to install packages.
 set -euo pipefail
@@ -49,6 +53,13 @@ command -v pgrep >/dev/null || pkgs+=(procps)              # sidecar/procguard k
 command -v g++ >/dev/null || pkgs+=(g++)                    # cgo build of dataenv-runner (DuckDB)
 command -v pip3 >/dev/null || pkgs+=(python3-pip)           # DuckDB extension wheels from PyPI
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || pkgs+=(ca-certificates)  # go install over HTTPS
+# mkfs.btrfs, mkfs.xfs, mkfs.ext4: file systems in image files for the reflink clone tests and bench
+command -v mkfs.btrfs >/dev/null || [[ -x /usr/sbin/mkfs.btrfs ]] || pkgs+=(btrfs-progs)
+command -v mkfs.xfs >/dev/null || [[ -x /usr/sbin/mkfs.xfs ]] || pkgs+=(xfsprogs)
+command -v mkfs.ext4 >/dev/null || [[ -x /usr/sbin/mkfs.ext4 ]] || pkgs+=(e2fsprogs)
+if [[ -n "${DATAENV_PG_ROOT_VERSIONS-17 18}" ]]; then                    # PostgreSQL 17/18 roots
+  command -v debootstrap >/dev/null || [[ -x /usr/sbin/debootstrap ]] || pkgs+=(debootstrap)
+fi
 
 if (( ${#pkgs[@]} )); then
   command -v apt-get >/dev/null || { say "missing ${pkgs[*]} and no apt-get: install them by hand"; exit 1; }
@@ -97,3 +108,6 @@ fi
 if [[ -f "$REPO/runner/scripts/install-extensions.sh" ]]; then
   bash "$REPO/runner/scripts/install-extensions.sh"
 fi
+
+# --- PostgreSQL 17 and 18 for the test matrix (Debian roots under .deps/pg) ----------------------
+bash "$REPO/tests/setup/pgroots.sh"

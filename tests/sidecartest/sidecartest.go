@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -70,6 +71,17 @@ func Install(t testing.TB, dsn string) {
 	}
 }
 
+// ToolDirsEnv is DATAENV_PG_TOOLS_DIRS for a test sidecar: the directories already set, then
+// the client tools of every prepared root (testenv.PGToolDirs), so that the sidecar copies
+// databases of every PostgreSQL version the tests start.
+func ToolDirsEnv() string {
+	dirs := testenv.PGToolDirs()
+	if own := os.Getenv("DATAENV_PG_TOOLS_DIRS"); own != "" {
+		dirs = append([]string{own}, dirs...)
+	}
+	return "DATAENV_PG_TOOLS_DIRS=" + strings.Join(dirs, string(os.PathListSeparator))
+}
+
 // Options of a sidecar process.
 type Options struct {
 	DSN      string
@@ -99,7 +111,7 @@ func Start(t testing.TB, opts Options) *Process {
 	}
 	args := append([]string{"sidecar", "--dsn", opts.DSN, "--http-addr", opts.HTTPAddr, "--log-level", "debug"}, opts.Args...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), opts.Env...)
+	cmd.Env = append(append(os.Environ(), ToolDirsEnv()), opts.Env...)
 	p := &Process{t: t, cmd: cmd, logs: &testenv.LogBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -10,7 +10,7 @@ import (
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
-// DockerImage is the image StartPostgres runs under Docker.
+// DockerImage is the image StartPostgres runs under Docker when no version is chosen.
 const DockerImage = "postgres:17"
 
 // dockerAnswers reports whether a Docker engine responds within a few seconds.
@@ -39,7 +39,13 @@ func startDockerPostgres(ctx context.Context, opts PGOptions) (*Postgres, error)
 	for _, k := range keys {
 		cmd = append(cmd, "-c", k+"="+opts.Settings[k])
 	}
-	ctr, err := tcpostgres.Run(ctx, DockerImage,
+	image := DockerImage
+	if v, err := opts.version(); err != nil {
+		return nil, err
+	} else if v != 0 {
+		image = fmt.Sprintf("postgres:%d", v)
+	}
+	ctr, err := tcpostgres.Run(ctx, image,
 		tcpostgres.WithUsername("postgres"), tcpostgres.WithPassword(password),
 		tcpostgres.WithDatabase("postgres"), testcontainers.WithCmd(cmd...),
 		tcpostgres.BasicWaitStrategies())
@@ -60,7 +66,7 @@ func startDockerPostgres(ctx context.Context, opts PGOptions) (*Postgres, error)
 		return nil, err
 	}
 	opts.Logger.Info("postgres container started", "cluster", opts.Name, "host", host, "port", port.Num())
-	return &Postgres{
+	p := &Postgres{
 		Name: opts.Name, SuperUser: "postgres", SuperPassword: password, Docker: true,
 		host: host, port: int(port.Num()),
 		stop: func(ctx context.Context) error {
@@ -69,5 +75,10 @@ func startDockerPostgres(ctx context.Context, opts PGOptions) (*Postgres, error)
 			}
 			return nil
 		},
-	}, nil
+	}
+	if p.Major, err = p.serverMajor(ctx); err != nil {
+		_ = testcontainers.TerminateContainer(ctr)
+		return nil, err
+	}
+	return p, nil
 }

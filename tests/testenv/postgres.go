@@ -25,6 +25,36 @@ type PGOptions struct {
 	Settings map[string]string
 	// Logger receives start/stop events. Default: discard, or stderr when DATAENV_TEST_VERBOSE=1.
 	Logger *slog.Logger
+	// Dir is the cluster's directory (must not exist or be empty; inside the version's root when
+	// it runs from one). Default: a new temporary directory.
+	Dir string
+	// Version is the PostgreSQL major version to start. 0: $DATAENV_TEST_PG_VERSION, else the
+	// machine's own. A version the machine does not carry runs from the root
+	// tests/setup/pgroots.sh prepared (FindPGServer); without one, StartPostgres fails.
+	Version int
+}
+
+// LocalConfig is the localpg configuration StartPostgres uses for opts: the version's binaries or
+// root (for a test that starts a cluster through localpg itself).
+func (o PGOptions) LocalConfig() (localpg.Config, error) {
+	cfg := localpg.Config{Name: o.Name, Settings: o.Settings, Logger: o.Logger, Dir: o.Dir}
+	v, err := o.version()
+	if err != nil || v == 0 {
+		return cfg, err
+	}
+	srv, err := FindPGServer(v)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.BinDir, cfg.Root = srv.BinDir, srv.Root
+	return cfg, nil
+}
+
+func (o PGOptions) version() (int, error) {
+	if o.Version != 0 {
+		return o.Version, nil
+	}
+	return RequestedPGVersion()
 }
 
 // Postgres is a running PostgreSQL cluster for tests: wal_level=logical, room for 40
@@ -37,6 +67,8 @@ type Postgres struct {
 	Docker bool
 	// Cluster is the local cluster (nil under Docker): its LogFile helps when a test fails.
 	Cluster *localpg.Cluster
+	// Major is the server's major version.
+	Major int
 
 	host string
 	port int
@@ -47,8 +79,9 @@ type Postgres struct {
 }
 
 // StartPostgres starts a cluster and registers it to be stopped by Main. With
-// DATAENV_TEST_DOCKER=1 and a Docker engine that answers, the cluster is a postgres:17
-// container; otherwise it is a throwaway local cluster (sidecar/localpg).
+// DATAENV_TEST_DOCKER=1 and a Docker engine that answers, the cluster is a postgres:<version>
+// container (DockerImage by default); otherwise it is a throwaway local cluster
+// (sidecar/localpg) of opts.Version, $DATAENV_TEST_PG_VERSION or the machine's version.
 func StartPostgres(ctx context.Context, opts PGOptions) (*Postgres, error) {
 	if opts.Name == "" {
 		opts.Name = "pg"
@@ -71,14 +104,17 @@ func StartPostgres(ctx context.Context, opts PGOptions) (*Postgres, error) {
 }
 
 func startLocalPostgres(ctx context.Context, opts PGOptions) (*Postgres, error) {
-	c, err := localpg.Start(ctx, localpg.Config{Name: opts.Name, Settings: opts.Settings,
-		Logger: opts.Logger})
+	cfg, err := opts.LocalConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := localpg.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	return &Postgres{
 		Name: opts.Name, SuperUser: c.SuperUser, SuperPassword: c.SuperPassword, Cluster: c,
-		host: c.Host(), port: c.Port(), stop: c.Stop,
+		Major: c.Major, host: c.Host(), port: c.Port(), stop: c.Stop,
 	}, nil
 }
 
@@ -141,6 +177,14 @@ func (p *Postgres) admin(ctx context.Context, fn func(conn *pgx.Conn) error) err
 	}
 	defer conn.Close(ctx)
 	return fn(conn)
+}
+
+// serverMajor asks the server for its major version.
+func (p *Postgres) serverMajor(ctx context.Context) (major int, err error) {
+	err = p.admin(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int / 10000").Scan(&major)
+	})
+	return major, err
 }
 
 // CreateDatabase creates a database named after the test (plus a random suffix), owned by the
@@ -210,6 +254,12 @@ func (p *Postgres) DropRolesAtCleanup(t testing.TB, roles ...string) {
 			t.Errorf("testenv: drop roles %v on %s: %v", roles, p.Name, err)
 		}
 	})
+}
+
+// DropRoles drops roles as DropRolesAtCleanup does, now (for a cleanup that finds the names when
+// it runs). Roles that do not exist are skipped.
+func (p *Postgres) DropRoles(ctx context.Context, roles ...string) error {
+	return p.dropRoles(ctx, roles...)
 }
 
 // NamePrefix returns a random prefix ("p<8 hex>_") for the databases and roles the code under

@@ -7,30 +7,40 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 )
 
 // TLSFiles are a private CA and a server certificate for 127.0.0.1/localhost signed by it, in a
-// directory the Postgres server's OS user can read (removed at test cleanup).
+// temporary directory (removed at test cleanup); a server gets copies (ServerFiles).
 type TLSFiles struct {
 	CAPEM string // the CA certificate, for root_certificate_pem / sslrootcert
 	Dir   string // holds server.crt and server.key
 }
 
-// ServerSettings are the postgresql.conf settings that serve the certificate (localpg.Config).
-func (f TLSFiles) ServerSettings() map[string]string {
-	return map[string]string{
-		"ssl":           "on",
-		"ssl_cert_file": "'" + filepath.Join(f.Dir, "server.crt") + "'",
-		"ssl_key_file":  "'" + filepath.Join(f.Dir, "server.key") + "'",
+// ServerFiles are the certificate and key for localpg.Config.Files (written into the data
+// directory), which ServerSettings name: so TLS is served from a cluster in a root too.
+func (f TLSFiles) ServerFiles() map[string][]byte {
+	files := map[string][]byte{}
+	for _, name := range []string{"server.crt", "server.key"} {
+		b, err := os.ReadFile(filepath.Join(f.Dir, name))
+		if err != nil {
+			panic(fmt.Sprintf("testenv: TLS file %s: %v", name, err))
+		}
+		files[name] = b
 	}
+	return files
+}
+
+// ServerSettings are the postgresql.conf settings that serve the certificate (localpg.Config),
+// naming the files ServerFiles puts in the data directory.
+func (f TLSFiles) ServerSettings() map[string]string {
+	return map[string]string{"ssl": "on", "ssl_cert_file": "'server.crt'", "ssl_key_file": "'server.key'"}
 }
 
 // NewTLSFiles makes a CA and a server certificate for 127.0.0.1 and localhost.
@@ -60,7 +70,6 @@ func NewTLSFiles(t testing.TB) TLSFiles {
 	if err := os.WriteFile(k, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	chownToServerUser(crt, k)
 	return TLSFiles{CAPEM: caPEM, Dir: dir}
 }
 
@@ -83,24 +92,4 @@ func newCA(t testing.TB) (string, *x509.Certificate, *ecdsa.PrivateKey) {
 	}
 	cert, _ := x509.ParseCertificate(der)
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), cert, key
-}
-
-// chownToServerUser hands files to the OS user localpg runs the server as when we are root.
-func chownToServerUser(paths ...string) {
-	if os.Geteuid() != 0 {
-		return
-	}
-	name := os.Getenv("DATAENV_PG_USER")
-	if name == "" {
-		name = "postgres"
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		return
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	for _, p := range paths {
-		_ = os.Chown(p, uid, gid)
-	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/localpg"
 )
 
-// TLSOnlyCluster is a throwaway cluster serving a private CA's certificate, with an admin of
+// TLSOnlyCluster is a throwaway cluster (of the version StartPostgres would start) serving a private CA's certificate, with an admin of
 // the managed-service kind (LOGIN CREATEDB CREATEROLE) whom pg_hba refuses without TLS: what
 // dataenv reaches through it must have used TLS.
 type TLSOnlyCluster struct {
@@ -27,8 +27,12 @@ func StartTLSOnlyCluster(t testing.TB, name string) *TLSOnlyCluster {
 	t.Helper()
 	ctx := context.Background()
 	c := &TLSOnlyCluster{TLS: NewTLSFiles(t), Admin: "tls_admin", AdminPassword: "tls-admin-pw"}
-	var err error
-	if c.Cluster, err = localpg.Start(ctx, localpg.Config{Name: name, Settings: c.TLS.ServerSettings()}); err != nil {
+	cfg, err := PGOptions{Name: name, Settings: c.TLS.ServerSettings(), Logger: defaultLogger()}.LocalConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Files = c.TLS.ServerFiles()
+	if c.Cluster, err = localpg.Start(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/dataenv/dataenv/runner/client"
@@ -30,9 +31,9 @@ func runSidecar(ctx context.Context, args []string, _ io.Writer) error {
 
 // sidecarOptions are the flags every command that runs a sidecar shares (sidecar, dev).
 type sidecarOptions struct {
-	httpAddr, grace, logLevel, isolation, runnerPath *string
-	rescueInterval, rescueAfter, retryWindow         *string
-	concurrency                                      *int
+	httpAddr, grace, logLevel, isolation, runnerPath, pgToolsDirs *string
+	rescueInterval, rescueAfter, retryWindow                      *string
+	concurrency                                                   *int
 }
 
 func sidecarFlags(fs flagSet) sidecarOptions {
@@ -49,6 +50,8 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 			"age (pending: since creation; running: since the last update) past which the sweep re-dispatches a request no worker holds"),
 		retryWindow: fs.String("retry-window", "30m",
 			"how long a request hitting transient faults (lost connections, restarts, lock timeouts) is retried before it fails"),
+		pgToolsDirs: fs.String("pg-tools-dirs", "", "directories (':'-separated) searched first for pg_dump, pg_restore and psql; "+
+			"each cluster's copies use tools at least as new as its server (then /usr/lib/postgresql/*/bin and PATH are searched)"),
 	}
 }
 
@@ -63,5 +66,6 @@ func (o sidecarOptions) config() (app.Config, error) {
 	}
 	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: d[0],
 		RescueInterval: d[1], RescueAfter: d[2], RetryWindow: d[3],
-		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath}, nil
+		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
+		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs)}, nil
 }

@@ -10,11 +10,13 @@ import (
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/daemon"
 	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/job"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/sidecar/internal/workspace"
 )
@@ -79,7 +81,8 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 		return nil, err
 	}
 	lakeRegistry := lake.NewRegistry(pool, admin, 0)
-	resolver := &lake.Resolver{Control: pool, Clusters: admin, Registry: lakeRegistry, Logger: log}
+	resolver := &lake.Resolver{Control: pool, Clusters: boundClusters{admin}, Registry: lakeRegistry, Access: lake.NewAccess(pool, admin),
+		Logger: log}
 	lakeHooks := lake.NewHooks(pool, admin, lakeRegistry, log)
 	lakeHooks.Metrics = m
 	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m,
@@ -88,11 +91,14 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 		return nil, err
 	}
 	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
-		Cleaners: []workspace.ForkCleaner{lakeHooks}, BlocksCreate: lake.BlocksCreate})
+		Cleaners: []workspace.ForkCleaner{lakeHooks, admin}, BlocksCreate: lake.BlocksCreate,
+		Tools: pgtool.NewFinder(cfg.PGToolsDirs)})
 	if err != nil {
 		return nil, err
 	}
-	reg := request.NewRegistry()
+	// Every handler runs behind the kind's authorization policy (dataenv.authorize_request),
+	// checked for the request's requested_by before each attempt.
+	reg := request.NewRegistry(control.Authorizer{Q: pool})
 	reg.Register("ping", pingHandler{})
 	admin.Register(reg)
 	jobs.Register(reg)

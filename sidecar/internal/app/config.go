@@ -31,4 +31,8 @@ type Config struct {
 	JobIsolation client.Isolation
 	// RunnerPath is the dataenv-runner binary; "" looks next to the dataenv binary.
 	RunnerPath string
+	// PGToolsDirs are directories searched first for pg_dump, pg_restore and psql (then every
+	// /usr/lib/postgresql/N/bin and PATH); each cluster's copies use tools at least as new as
+	// its server (sidecar/internal/pgtool).
+	PGToolsDirs []string
 }

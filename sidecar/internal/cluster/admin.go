@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,12 @@ type Config struct {
 type Admin struct {
 	cfg Config
 	log *slog.Logger
+
+	// Workspace roles (workspacerole.go): the installation id, read once, and the roles
+	// recently converged.
+	instMu    sync.Mutex
+	inst      string
+	roleCache roleCache
 }
 
 // New returns an Admin.
@@ -65,30 +72,14 @@ func New(cfg Config) (*Admin, error) {
 	return &Admin{cfg: cfg, log: cfg.Logger.With("component", "cluster")}, nil
 }
 
-// Register registers the handlers of the cluster request kinds.
+// Register registers the handlers of the cluster request kinds. They are admin-only: the kinds'
+// policy in dataenv.request_kinds, which the registry's authorizer checks before every attempt.
 func (a *Admin) Register(reg *request.Registry) {
-	reg.Register(KindSetupCluster, a.adminOnly(a.handleSetup))
-	reg.Register(KindCreateDatabase, a.adminOnly(a.handleCreateDatabase))
-	reg.Register(KindDropDatabase, a.adminOnly(a.handleDropDatabase))
-	reg.Register(KindCreateDatatableRole, a.adminOnly(a.handleCreateDatatableRole))
-	reg.Register(KindDropDatatableRole, a.adminOnly(a.handleDropDatatableRole))
-}
-
-// adminOnly refuses requests whose requester is not a dataenv administrator
-// (dataenv.is_dataenv_admin, the check the SQL validators make at insert time).
-func (a *Admin) adminOnly(h request.HandlerFunc) request.HandlerFunc {
-	return func(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
-		var ok bool
-		if err := a.cfg.Control.QueryRow(ctx, `SELECT dataenv.is_dataenv_admin($1)`, req.RequestedBy).Scan(&ok); err != nil {
-			return nil, retryable(fmt.Errorf("%s: check the requester: %w", req.Kind, err))
-		}
-		if !ok {
-			a.countSideEffect(req.Kind, false, request.Refusef("not an admin"))
-			return nil, request.Refusef("%s: permission denied: %q is not a dataenv administrator (member of dataenv_admin)",
-				req.Kind, req.RequestedBy)
-		}
-		return h(ctx, req, rep)
-	}
+	reg.Register(KindSetupCluster, request.HandlerFunc(a.handleSetup))
+	reg.Register(KindCreateDatabase, request.HandlerFunc(a.handleCreateDatabase))
+	reg.Register(KindDropDatabase, request.HandlerFunc(a.handleDropDatabase))
+	reg.Register(KindCreateDatatableRole, request.HandlerFunc(a.handleCreateDatatableRole))
+	reg.Register(KindDropDatatableRole, request.HandlerFunc(a.handleDropDatatableRole))
 }
 
 // controlPassword is the control DSN's password, scrubbed from error texts.

@@ -30,6 +30,9 @@ type CreateOptions struct {
 	Request uuid.UUID
 	// Template, if set, is copied (CREATE DATABASE ... TEMPLATE); nobody may be connected to it.
 	Template string
+	// Clone copies Template with STRATEGY FILE_COPY under file_copy_method = clone (PostgreSQL
+	// 18+): a reflink copy where the data directory's file system clones (see CanClone).
+	Clone bool
 	// ForWorkspace records the workspace a fork copy belongs to.
 	ForWorkspace string
 }
@@ -45,18 +48,20 @@ type DatabaseOutcome struct {
 }
 
 type databaseState struct {
-	exists  bool
-	owner   string
-	comment string
+	exists   bool
+	owner    string
+	comment  string
+	oid      uint32
+	ownerOID uint32
 }
 
 const databaseStateSQL = `
-SELECT pg_catalog.pg_get_userbyid(d.datdba), coalesce(pg_catalog.shobj_description(d.oid, 'pg_database'), '')
+SELECT pg_catalog.pg_get_userbyid(d.datdba), coalesce(pg_catalog.shobj_description(d.oid, 'pg_database'), ''), d.oid, d.datdba
   FROM pg_catalog.pg_database d WHERE d.datname = $1`
 
 func readDatabaseState(ctx context.Context, conn *pgx.Conn, name string) (databaseState, error) {
 	s := databaseState{exists: true}
-	err := conn.QueryRow(ctx, databaseStateSQL, name).Scan(&s.owner, &s.comment)
+	err := conn.QueryRow(ctx, databaseStateSQL, name).Scan(&s.owner, &s.comment, &s.oid, &s.ownerOID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return databaseState{}, nil
 	}
@@ -66,25 +71,20 @@ func readDatabaseState(ctx context.Context, conn *pgx.Conn, name string) (databa
 	return s, nil
 }
 
-// databaseRecord returns the request that created name according to the control record, or
-// uuid.Nil when there is no record.
-func (l *Locked) databaseRecord(ctx context.Context, name string) (uuid.UUID, error) {
-	return l.createdBy(ctx, `SELECT created_by_request FROM dataenv.managed_databases WHERE cluster = $1 AND name = $2`,
-		"database", name)
+// databaseRecord returns the control record of name (no record: Exists is false).
+func (l *Locked) databaseRecord(ctx context.Context, name string) (record, error) {
+	return l.readRecord(ctx, databaseRecordSQL, "database", name)
 }
 
-// createdBy runs recordSQL (cluster, name → created_by_request) on the control database: the
-// request that created the object what/name on this cluster, or uuid.Nil without a record.
-func (l *Locked) createdBy(ctx context.Context, recordSQL, what, name string) (uuid.UUID, error) {
-	var id uuid.UUID
-	err := l.Control().QueryRow(ctx, recordSQL, l.cluster.Name, name).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return uuid.Nil, nil
-	}
+// recordDatabaseIdentity fills the OID and owner of a record made before they were recorded (or
+// by an interrupted attempt), from the database found under its name.
+func (l *Locked) recordDatabaseIdentity(ctx context.Context, name string, st databaseState) error {
+	_, err := l.Control().Exec(ctx, `UPDATE dataenv.managed_databases SET database_oid = $3, owner_oid = $4
+		WHERE cluster = $1 AND name = $2 AND database_oid IS NULL`, l.cluster.Name, name, st.oid, st.ownerOID)
 	if err != nil {
-		return uuid.Nil, retryable(fmt.Errorf("read the record of %s %q: %w", what, name, err))
+		return retryable(fmt.Errorf("record the OID of database %q of cluster %q: %w", name, l.cluster.Name, err))
 	}
-	return id, nil
+	return nil
 }
 
 // stagingName is the name a database has between CREATE DATABASE and its rename: derived from the
@@ -126,8 +126,8 @@ func (l *Locked) createMarkedDatabase(ctx context.Context, name string, opts Cre
 	if err != nil {
 		return nil, err
 	}
-	if rec != uuid.Nil && rec != opts.Request {
-		return nil, request.Refusef("database %q already exists on cluster %q (created by request %s)", name, c.Name, rec)
+	if rec.Exists() && rec.Request != opts.Request {
+		return nil, request.Refusef("database %q already exists on cluster %q (created by request %s)", name, c.Name, rec.Request)
 	}
 	conn, err := l.Connect(ctx, "")
 	if err != nil {
@@ -139,9 +139,15 @@ func (l *Locked) createMarkedDatabase(ctx context.Context, name string, opts Cre
 	if err != nil {
 		return nil, err
 	}
-	if rec == opts.Request {
+	if rec.Exists() {
 		if !st.exists || st.comment != marker {
 			return nil, request.Refusef("database %q on cluster %q is recorded as created by this request but is missing or its marker changed", name, c.Name)
+		}
+		if err := l.checkIdentity(ctx, conn, "database", name, rec, st.oid, st.ownerOID); err != nil {
+			return nil, err
+		}
+		if err := l.recordDatabaseIdentity(ctx, name, st); err != nil {
+			return nil, err
 		}
 		out.Status, out.Detail = StatusUnchanged, "already created by this request"
 		return out, nil
@@ -159,7 +165,13 @@ func (l *Locked) createMarkedDatabase(ctx context.Context, name string, opts Cre
 		out.Status = StatusCreated
 	}
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
-	if err := l.recordDatabase(ctx, name, opts); err != nil {
+	if st, err = readDatabaseState(ctx, conn, name); err != nil {
+		return nil, err
+	}
+	if !st.exists || st.comment != marker {
+		return nil, request.Refusef("database %q on cluster %q changed while it was being created; dataenv does not record it", name, c.Name)
+	}
+	if err := l.recordDatabase(ctx, name, opts, st); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -178,6 +190,12 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 		sql := "CREATE DATABASE " + ident(staging) + " OWNER " + ident(l.cluster.AppRole)
 		if opts.Template != "" {
 			sql += " TEMPLATE " + ident(opts.Template)
+		}
+		if opts.Template != "" && opts.Clone {
+			if _, err := conn.Exec(ctx, "SET file_copy_method = clone"); err != nil {
+				return fmt.Errorf("cluster %q: set file_copy_method = clone: %w", l.cluster.Name, err)
+			}
+			sql += " STRATEGY FILE_COPY"
 		}
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			err = fmt.Errorf("create database %q on cluster %q: %w", name, l.cluster.Name, err)
@@ -209,9 +227,13 @@ func (l *Locked) dropStaging(ctx context.Context, conn *pgx.Conn, req uuid.UUID)
 	return err
 }
 
-func (l *Locked) recordDatabase(ctx context.Context, name string, opts CreateOptions) error {
-	_, err := l.Control().Exec(ctx, `INSERT INTO dataenv.managed_databases (cluster, name, created_by_request, for_workspace, template)
-		VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''))`, l.cluster.Name, name, opts.Request, opts.ForWorkspace, opts.Template)
+// recordDatabase writes the control record of a database this request created, with the OID and
+// owner it has now (st, read after the creation).
+func (l *Locked) recordDatabase(ctx context.Context, name string, opts CreateOptions, st databaseState) error {
+	_, err := l.Control().Exec(ctx, `INSERT INTO dataenv.managed_databases
+		(cluster, name, created_by_request, for_workspace, template, database_oid, owner_oid)
+		VALUES ($1, $2, $3, nullif($4, ''), nullif($5, ''), $6, $7)`,
+		l.cluster.Name, name, opts.Request, opts.ForWorkspace, opts.Template, st.oid, st.ownerOID)
 	if err != nil {
 		return retryable(fmt.Errorf("record database %q of cluster %q: %w", name, l.cluster.Name, err))
 	}
@@ -271,7 +293,7 @@ func (l *Locked) DropMarkedDatabase(ctx context.Context, name string, opts DropO
 		return nil, err
 	}
 	notOurs := request.Refusef("database %q on cluster %q was not created by dataenv (no record in dataenv.managed_databases); it is left alone", name, c.Name)
-	if rec == uuid.Nil && !opts.AfterInterruption {
+	if !rec.Exists() && !opts.AfterInterruption {
 		return nil, notOurs
 	}
 	conn, err := l.Connect(ctx, "")
@@ -283,12 +305,15 @@ func (l *Locked) DropMarkedDatabase(ctx context.Context, name string, opts DropO
 	if err != nil {
 		return nil, err
 	}
-	if rec == uuid.Nil {
+	if !rec.Exists() {
 		if st.exists {
 			return nil, notOurs
 		}
 		out.Status, out.Detail = StatusDropped, "already dropped by an earlier attempt of this request"
 		return out, nil
+	}
+	if err := l.checkIdentity(ctx, conn, "database", name, rec, st.oid, st.ownerOID); err != nil {
+		return nil, err
 	}
 	if st.exists {
 		if err := l.checkDroppable(ctx, conn, name, rec, st, opts); err != nil {
@@ -308,13 +333,18 @@ func (l *Locked) DropMarkedDatabase(ctx context.Context, name string, opts DropO
 	return out, nil
 }
 
-// checkDroppable refuses a database without the recorded request's marker, in use, or (unless
-// terminating) with connected sessions.
-func (l *Locked) checkDroppable(ctx context.Context, conn *pgx.Conn, name string, rec uuid.UUID, st databaseState, opts DropOptions) error {
+// checkDroppable refuses a database without the recorded request's marker, not owned by the
+// application role when its owner was never recorded, in use, or (unless terminating) with
+// connected sessions. Its OID and owner were compared with the record before (checkIdentity).
+func (l *Locked) checkDroppable(ctx context.Context, conn *pgx.Conn, name string, rec record, st databaseState, opts DropOptions) error {
 	c := l.cluster
-	if st.comment != markerFor(markedDatabase, rec) {
+	if st.comment != markerFor(markedDatabase, rec.Request) {
 		return request.Refusef("database %q on cluster %q does not carry dataenv's marker for request %s (comment %q); it is left alone",
-			name, c.Name, rec, truncate(st.comment, 200))
+			name, c.Name, rec.Request, truncate(st.comment, 200))
+	}
+	if rec.OID == 0 && st.owner != c.AppRole {
+		return request.Refusef("database %q on cluster %q is owned by %q, not by the managed application role %q, and its identity was never recorded; it is left alone",
+			name, c.Name, st.owner, c.AppRole)
 	}
 	uses, err := l.DatabaseUses(ctx, name)
 	if err != nil {

@@ -12,8 +12,10 @@
 //	    l.Cluster()                                       // configuration read under the lock
 //	    l.Control()                                       // the control connection holding the lock
 //	    conn, err := l.Connect(ctx, "db")                 // admin connection to a database
-//	    app, err := l.ConnectApp(ctx, "db")               // as the managed application role
-//	    cfg, err := l.AppConnConfig(ctx, "db")            // its pgx config (carries the password)
+//	    role, err := l.EnsureWorkspaceRole(ctx, "ws")     // the workspace's managed role
+//	    ws, err := l.ConnectWorkspace(ctx, "ws", "db")    // as that role (what jobs use)
+//	    wlp, err := l.WorkspaceLibpq(ctx, "ws", "db")     // its libpq env; defer wlp.Close()
+//	    role, err = l.GrantDatatable(ctx, "ws", "db")     // what a datatable in db grants the role
 //	    lp, err := l.Libpq("db")                          // env for pg_dump/psql; defer lp.Close()
 //	    out, err := l.CreateMarkedDatabase(ctx, "dataenv_fork_x", cluster.CreateOptions{
 //	        Request: req.ID, Template: "parent_db", ForWorkspace: "ws"})
@@ -124,7 +126,22 @@
 // Cluster requests are an administrator's: the SQL functions are granted to dataenv_admin only,
 // the kinds' validators refuse a plain INSERT INTO dataenv.requests by anyone else
 // (dataenv.is_dataenv_admin: superusers, members of dataenv_admin or of the schema owner), and
-// every handler checks the request's requested_by with the same function before acting.
+// the registry checks every request's requested_by against the kinds' policy (admin) with
+// dataenv.authorize_request before each attempt.
+//
+// # Workspace roles (workspacerole.go, workspaceconn.go, workspacegrant.go, workspacedrop.go)
+//
+// Each workspace gets a managed role on each cluster it uses: names.WorkspaceRole(installation,
+// cluster, workspace), LOGIN and no other attribute, the marker "managed by dataenv; workspace
+// role; installation <id>; workspace <id>; incarnation <created_at>", recorded in
+// dataenv.workspace_roles with its OID, its password in dataenv.workspace_role_secrets (saved
+// pending, set as a SCRAM verifier, promoted). EnsureWorkspaceRole converges it (refusing a role
+// without the marker or with another OID, taking back attributes someone added, dropping the role
+// of an earlier incarnation of the workspace id first) and makes the admin a member (16+: WITH
+// INHERIT TRUE, SET TRUE). GrantDatatable mirrors, in a datatable's database, the DML privileges
+// of the application role. DropWorkspaceRole reassigns what the role owns to the admin, drops its
+// privileges in every recorded database and drops it. docs/least-privilege.md has the whole
+// picture; jobs never connect as an admin.
 //
 // # Errors
 //

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dataenv/dataenv/sidecar/install"
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	sqlcontrol "github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/tests/testenv"
@@ -83,7 +84,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.reg = request.NewRegistry()
+	f.reg = request.NewRegistry(sqlcontrol.Authorizer{Q: pool})
 	f.admin.Register(f.reg)
 
 	// Cleanups run last-registered first: prefixed objects, then the admin, then managed roles.

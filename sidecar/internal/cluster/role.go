@@ -83,9 +83,8 @@ func (a *Admin) handleDropDatatableRole(ctx context.Context, req *request.Reques
 	return out, nil
 }
 
-func (l *Locked) roleRecord(ctx context.Context, role string) (uuid.UUID, error) {
-	return l.createdBy(ctx, `SELECT created_by_request FROM dataenv.datatable_roles WHERE cluster = $1 AND role = $2`,
-		"role", role)
+func (l *Locked) roleRecord(ctx context.Context, role string) (record, error) {
+	return l.readRecord(ctx, roleRecordSQL, "role", role)
 }
 
 // createDatatableRole: check (record, role on the cluster), act (CREATE ROLE + marker + GRANT to
@@ -101,8 +100,8 @@ func (l *Locked) createDatatableRole(ctx context.Context, args roleArgs, req uui
 	if err != nil {
 		return nil, err
 	}
-	if rec != uuid.Nil && rec != req {
-		return nil, request.Refusef("datatable role %q already exists on cluster %q (created by request %s)", args.Role, c.Name, rec)
+	if rec.Exists() && rec.Request != req {
+		return nil, request.Refusef("datatable role %q already exists on cluster %q (created by request %s)", args.Role, c.Name, rec.Request)
 	}
 	conn, err := l.Connect(ctx, "")
 	if err != nil {
@@ -115,9 +114,12 @@ func (l *Locked) createDatatableRole(ctx context.Context, args roleArgs, req uui
 		return nil, retryable(err)
 	}
 	switch {
-	case rec == req:
+	case rec.Exists():
 		if !st.exists || st.comment != marker {
 			return nil, request.Refusef("datatable role %q on cluster %q is recorded as created by this request but is missing or its marker changed", args.Role, c.Name)
+		}
+		if err := l.checkIdentity(ctx, conn, "role", args.Role, rec, st.oid, 0); err != nil {
+			return nil, err
 		}
 		out.Status, out.Detail = StatusUnchanged, "already created by this request"
 		return out, nil
@@ -132,8 +134,11 @@ func (l *Locked) createDatatableRole(ctx context.Context, args roleArgs, req uui
 		out.Status, out.Detail = StatusCreated, "NOLOGIN, granted to "+c.AppRole
 	}
 	crashpoint.HitOnce(CrashAfterCreateRole)
-	_, err = l.Control().Exec(ctx, `INSERT INTO dataenv.datatable_roles (cluster, role, description, created_by_request)
-		VALUES ($1, $2, $3, $4)`, c.Name, args.Role, args.Description, req)
+	if st, err = readRoleState(ctx, conn, args.Role); err != nil || !st.exists || st.comment != marker {
+		return nil, request.Refusef("datatable role %q on cluster %q changed while it was being created (%v); dataenv does not record it", args.Role, c.Name, err)
+	}
+	_, err = l.Control().Exec(ctx, `INSERT INTO dataenv.datatable_roles (cluster, role, description, created_by_request, role_oid)
+		VALUES ($1, $2, $3, $4, $5)`, c.Name, args.Role, args.Description, req, st.oid)
 	if err != nil {
 		return nil, retryable(fmt.Errorf("record datatable role %q: %w", args.Role, err))
 	}
@@ -175,7 +180,7 @@ func (l *Locked) dropDatatableRole(ctx context.Context, role string, interrupted
 		return nil, err
 	}
 	notOurs := request.Refusef("role %q on cluster %q was not created by dataenv (no record in dataenv.datatable_roles); it is left alone", role, c.Name)
-	if rec == uuid.Nil && !interrupted {
+	if !rec.Exists() && !interrupted {
 		return nil, notOurs
 	}
 	conn, err := l.Connect(ctx, "")
@@ -187,17 +192,20 @@ func (l *Locked) dropDatatableRole(ctx context.Context, role string, interrupted
 	if err != nil {
 		return nil, retryable(err)
 	}
-	if rec == uuid.Nil {
+	if !rec.Exists() {
 		if st.exists {
 			return nil, notOurs
 		}
 		out.Status, out.Detail = StatusDropped, "already dropped by an earlier attempt of this request"
 		return out, nil
 	}
+	if err := l.checkIdentity(ctx, conn, "role", role, rec, st.oid, 0); err != nil {
+		return nil, err
+	}
 	out.Status = StatusDropped
 	if st.exists {
-		if st.comment != markerFor(markedDatatableRole, rec) {
-			return nil, request.Refusef("role %q on cluster %q does not carry dataenv's marker for request %s; it is left alone", role, c.Name, rec)
+		if st.comment != markerFor(markedDatatableRole, rec.Request) {
+			return nil, request.Refusef("role %q on cluster %q does not carry dataenv's marker for request %s; it is left alone", role, c.Name, rec.Request)
 		}
 		if _, err := conn.Exec(ctx, "DROP ROLE "+ident(role)); err != nil {
 			var pgErr *pgconn.PgError

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,21 +111,22 @@ func TestSecretsAreNotReadableByUsers(t *testing.T) {
 	}
 }
 
-// TestLibpqEnvironmentRunsPgDump: the env for libpq tools reaches the database (pg_dump).
+// TestLibpqEnvironmentRunsPgDump: the env for libpq tools reaches the database (pg_dump), as the
+// admin and as a workspace's role.
 func TestLibpqEnvironmentRunsPgDump(t *testing.T) {
 	t.Parallel()
-	pgDump := pgDumpPath()
+	pgDump := pgDumpFor(t, external.Major)
 	f := newFixture(t)
 	f.setup()
 	db := f.prefix + "dumped"
 	f.mustRun(cluster.KindCreateDatabase, dbArgs(f, db))
 	err := f.admin.WithLifecycleLock(f.ctx, f.name, nil, func(ctx context.Context, l *cluster.Locked) error {
-		conn, err := l.ConnectApp(ctx, db)
+		conn, err := l.Connect(ctx, db)
 		if err != nil {
 			return err
 		}
 		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, `CREATE TABLE public.t (id int)`)
+		_, err = conn.Exec(ctx, `SET ROLE `+ident(f.appRole)+`; CREATE TABLE public.t (id int)`)
 		return err
 	})
 	if err != nil {
@@ -143,5 +145,22 @@ func TestLibpqEnvironmentRunsPgDump(t *testing.T) {
 	}
 	if strings.Contains(strings.Join(cmd.Args, " "), f.adminPW) {
 		t.Fatal("the password is on the command line")
+	}
+	role := f.workspace("prod")
+	if err := f.admin.GrantDatatable(f.ctx, f.name, "prod", db); err != nil {
+		t.Fatal(err)
+	}
+	wlp, err := f.admin.WorkspaceLibpq(f.ctx, f.name, "prod", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wlp.Close()
+	if !slices.Contains(wlp.Env, "PGUSER="+role) {
+		t.Fatalf("the workspace env connects as %v", wlp.Env[2])
+	}
+	cmd = exec.CommandContext(f.ctx, pgDump, "--schema-only")
+	cmd.Env = wlp.Environ()
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "CREATE TABLE public.t") {
+		t.Fatalf("pg_dump as the workspace role: %v\n%s", err, out)
 	}
 }

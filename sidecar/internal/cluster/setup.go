@@ -147,12 +147,12 @@ func (l *Locked) setup(ctx context.Context) (*SetupResult, error) {
 // in the application role, reporting each step through add.
 func (l *Locked) setupRoles(ctx context.Context, conn *pgx.Conn, admin adminRole, add func(StepResult)) error {
 	c := l.cluster
-	app, err := l.convergeRole(ctx, conn, managedRole{name: c.AppRole, secret: "app"})
+	app, err := l.convergeManagedRole(ctx, conn, managedRole{name: c.AppRole, secret: "app"})
 	if err != nil {
 		return err
 	}
 	add(app)
-	repl, err := l.convergeRole(ctx, conn, managedRole{name: c.ReplicationRole, secret: "replication",
+	repl, err := l.convergeManagedRole(ctx, conn, managedRole{name: c.ReplicationRole, secret: "replication",
 		replication: true, canReplicate: admin.canGrantReplication()})
 	if err != nil {
 		return err
@@ -184,15 +184,16 @@ type managedRole struct {
 type roleState struct {
 	exists, login, replication bool
 	comment                    string
+	oid                        uint32
 }
 
 const roleStateSQL = `
-SELECT r.rolcanlogin, r.rolreplication, coalesce(pg_catalog.shobj_description(r.oid, 'pg_authid'), '')
+SELECT r.rolcanlogin, r.rolreplication, coalesce(pg_catalog.shobj_description(r.oid, 'pg_authid'), ''), r.oid
   FROM pg_catalog.pg_roles r WHERE r.rolname = $1`
 
 func readRoleState(ctx context.Context, q querier, name string) (roleState, error) {
 	s := roleState{exists: true}
-	err := q.QueryRow(ctx, roleStateSQL, name).Scan(&s.login, &s.replication, &s.comment)
+	err := q.QueryRow(ctx, roleStateSQL, name).Scan(&s.login, &s.replication, &s.comment, &s.oid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return roleState{}, nil
 	}

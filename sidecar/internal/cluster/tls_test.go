@@ -3,9 +3,11 @@ package cluster_test
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/localpg"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
@@ -19,7 +21,12 @@ func TestTLSVerifyFullWithRootCertificate(t *testing.T) {
 	tlsFiles := testenv.NewTLSFiles(t)
 	caPEM := tlsFiles.CAPEM
 	otherCA := testenv.NewCAPEM(t)
-	pg, err := localpg.Start(t.Context(), localpg.Config{Name: "tls", Settings: tlsFiles.ServerSettings()})
+	cfg, err := testenv.PGOptions{Name: "tls", Settings: tlsFiles.ServerSettings()}.LocalConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Files = tlsFiles.ServerFiles()
+	pg, err := localpg.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +61,7 @@ func TestTLSVerifyFullWithRootCertificate(t *testing.T) {
 	if st, err := os.Stat(rootFile); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("root certificate file %q: %v %v", rootFile, st, err)
 	}
-	cmd := exec.CommandContext(f.ctx, pgDumpPath(), "--schema-only")
+	cmd := exec.CommandContext(f.ctx, pgDumpFor(t, pg.Major), "--schema-only")
 	cmd.Env = lp.Environ()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("pg_dump over verify-full: %v\n%s", err, out)
@@ -75,9 +82,13 @@ func TestTLSVerifyFullWithRootCertificate(t *testing.T) {
 	}
 }
 
-func pgDumpPath() string {
-	if p, err := exec.LookPath("pg_dump"); err == nil {
-		return p
+// pgDumpFor is a pg_dump at least as new as a server of major version major: the machine's or
+// a prepared root's (the sidecar's choice, sidecar/internal/pgtool).
+func pgDumpFor(t *testing.T, major int) string {
+	t.Helper()
+	set, err := pgtool.NewFinder(testenv.PGToolDirs()).For(t.Context(), strconv.Itoa(major))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return "/usr/lib/postgresql/15/bin/pg_dump"
+	return set.Path(pgtool.PgDump)
 }

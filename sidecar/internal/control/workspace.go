@@ -71,18 +71,39 @@ func ReadWorkspace(ctx context.Context, q Querier, id string) (*Workspace, error
 	return &ws, nil
 }
 
-const canUseSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_roles u WHERE u.rolname = $2
-	AND (pg_catalog.pg_has_role(u.oid, 'dataenv_admin', 'MEMBER')
-	     OR EXISTS (SELECT FROM dataenv.workspace_members m JOIN pg_catalog.pg_roles r ON r.rolname = m.member
-	                WHERE m.workspace = $1 AND pg_catalog.pg_has_role(u.oid, r.oid, 'MEMBER'))))`
+// Access is what a role may do with a workspace (dataenv.workspace_access).
+type Access string
+
+// Access levels, from most to least.
+const (
+	AccessAdmin  Access = "admin"  // a dataenv administrator: every workspace
+	AccessOwner  Access = "owner"  // the owner (creator); for a dropped workspace, its tombstone's owner
+	AccessMember Access = "member" // a member role, or a member of one
+	AccessNone   Access = ""
+)
+
+// CanUse reports whether the access allows using the workspace (forks, jobs, connection info).
+func (a Access) CanUse() bool { return a != AccessNone }
+
+// CanOwn reports whether the access allows administering it (drop, grant, revoke).
+func (a Access) CanOwn() bool { return a == AccessAdmin || a == AccessOwner }
+
+// WorkspaceAccess returns role's access to workspace, through dataenv.workspace_access: the one
+// implementation the SQL API, the row-level security policies and dataenv.authorize_request use.
+func WorkspaceAccess(ctx context.Context, q Querier, workspace, role string) (Access, error) {
+	var a *string
+	if err := q.QueryRow(ctx, `SELECT dataenv.workspace_access($1, $2)`, workspace, role).Scan(&a); err != nil {
+		return AccessNone, fmt.Errorf("access of %q to workspace %q: %w", role, workspace, err)
+	}
+	if a == nil {
+		return AccessNone, nil
+	}
+	return Access(*a), nil
+}
 
 // CanUse reports whether role may use workspace: it is (or is a member of) a member role of the
-// workspace, or a member of dataenv_admin. Handlers check it for the role that made a request
-// (dataenv.can_use_workspace makes the same check in SQL).
+// workspace, its owner, or a dataenv administrator (WorkspaceAccess).
 func CanUse(ctx context.Context, q Querier, workspace, role string) (bool, error) {
-	var ok bool
-	if err := q.QueryRow(ctx, canUseSQL, workspace, role).Scan(&ok); err != nil {
-		return false, fmt.Errorf("membership of %q in workspace %q: %w", role, workspace, err)
-	}
-	return ok, nil
+	a, err := WorkspaceAccess(ctx, q, workspace, role)
+	return a.CanUse(), err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dataenv/dataenv/sidecar/install"
+	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/dispatch"
 	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/replication"
@@ -76,7 +77,7 @@ func newFixture(t *testing.T, tune func(*dispatch.Config)) *fixture {
 		t.Fatal(err)
 	}
 	f.pool = pool
-	reg := request.NewRegistry()
+	reg := request.NewRegistry(control.Authorizer{Q: pool})
 	reg.Register("test_ok", request.HandlerFunc(f.ok))
 	reg.Register("test_block", request.HandlerFunc(f.block))
 	reg.Register("test_fail_once", request.HandlerFunc(f.failOnce))

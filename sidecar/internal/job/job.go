@@ -147,9 +147,9 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, blocks []string,
 	if maxBytes <= 0 {
 		maxBytes = h.cfg.MaxResultBytes
 	}
-	setup := strings.Join(append([]string{"SELECT 1"}, plan.Setup...), ";\n")
-	job := client.Job{Blocks: append([]string{setup}, blocks...), MaxResultBytes: maxBytes,
-		CollectLastOnly: lastOnly, Isolation: h.cfg.Isolation}
+	// dataenv's attaches run as setup; then the runner closes the door on the job's own SQL.
+	job := client.Job{Setup: plan.Setup, Sandbox: &protocol.Sandbox{AllowedDirectories: plan.AllowedDirectories()},
+		Blocks: blocks, MaxResultBytes: maxBytes, CollectLastOnly: lastOnly, Isolation: h.cfg.Isolation}
 	for _, d := range plan.Dirs {
 		job.Mounts = append(job.Mounts, client.Mount{Path: d.Path, Writable: d.Writable})
 	}

@@ -166,7 +166,8 @@ func (h *Handlers) committed(ctx context.Context, plan *lake.Plan, req *request.
 		return 0, false, nil
 	}
 	ns := plan.Target
-	conn, err := h.cfg.Resolver.Clusters.Connect(ctx, ns.Lake.CatalogCluster, ns.Lake.CatalogDatabase)
+	// The namespace's tables belong to the workspace's role: read them as it, never as an admin.
+	conn, err := h.cfg.Resolver.Clusters.ConnectWorkspace(ctx, ns.Lake.CatalogCluster, ns.Workspace, ns.Lake.CatalogDatabase)
 	if err != nil {
 		return 0, false, err
 	}
@@ -197,20 +198,20 @@ func deref(p *int64) any {
 func tableName(target string) string { return targetRE.FindStringSubmatch(target)[2] }
 
 // summarize reads the row count of the write block, the snapshot and total of the summary block
-// and the columns of the DESCRIBE block (blocks: setup, attaches, write, commit, summary,
-// describe).
+// and the columns of the DESCRIBE block (blocks: the query's other statements, write, commit,
+// summary, describe; the attaches run as the job's setup).
 func summarize(results []protocol.Result, out *Materialized) error {
-	if len(results) < 6 {
-		return fmt.Errorf("materialize: the runner returned %d results, want 6", len(results))
+	if len(results) < 5 {
+		return fmt.Errorf("materialize: the runner returned %d results, want 5", len(results))
 	}
-	if w := results[2]; len(w.Rows) > 0 && len(w.Rows[0]) > 0 {
+	if w := results[1]; len(w.Rows) > 0 && len(w.Rows[0]) > 0 {
 		_ = json.Unmarshal(w.Rows[0][0], &out.RowCount)
 	}
-	if s := results[4]; len(s.Rows) > 0 && len(s.Rows[0]) == 2 {
+	if s := results[3]; len(s.Rows) > 0 && len(s.Rows[0]) == 2 {
 		_ = json.Unmarshal(s.Rows[0][0], &out.SnapshotID)
 		_ = json.Unmarshal(s.Rows[0][1], &out.TotalRows)
 	}
-	for _, row := range results[5].Rows {
+	for _, row := range results[4].Rows {
 		var c protocol.Column
 		if len(row) >= 2 && json.Unmarshal(row[0], &c.Name) == nil && json.Unmarshal(row[1], &c.Type) == nil {
 			out.Columns = append(out.Columns, c)

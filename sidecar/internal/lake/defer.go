@@ -73,7 +73,8 @@ func readMaterializations(ctx context.Context, q control.Querier, lake string, w
 
 // ancestorNodes lists the namespaces of lake up the chain, nearest first, skipping ancestors
 // without the lake, ancestors whose namespace was never bootstrapped (checked in that ancestor's
-// own catalog database) and unreachable ones (which disables only their defer).
+// own catalog database) and unreachable ones (which disables only their defer). The workspace's
+// role is given read access to each namespace listed.
 func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ancestorNode, error) {
 	var nodes []*ancestorNode
 	byKey := map[string]*ancestorNode{}
@@ -100,6 +101,9 @@ func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ances
 		if !exists {
 			continue
 		}
+		if _, err := res.r.Access.Grant(ctx, ns, res.ws.ID, AccessRead, res.rep); err != nil {
+			return nil, err
+		}
 		n := &ancestorNode{Alias: names.AncestorAlias(lake, a.ID), NS: ns, Workspaces: []string{a.ID}}
 		byKey[ns.Key()] = n
 		nodes = append(nodes, n)
@@ -111,6 +115,12 @@ func (res *resolution) note(format string, args ...any) {
 	res.plan.Notes = append(res.plan.Notes, fmt.Sprintf(format, args...))
 }
 
+// namespaceExistsSQL: DuckLake's tables exist in the schema. A catalog query only: the admin
+// connection it runs on reads nothing a workspace role owns.
+const namespaceExistsSQL = `
+SELECT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = $1 AND c.relname = 'ducklake_metadata')`
+
 // namespaceExists checks that DuckLake's tables exist in the namespace's schema.
 func (res *resolution) namespaceExists(ctx context.Context, ns Namespace) (bool, error) {
 	conn, err := res.r.Clusters.Connect(ctx, ns.Lake.CatalogCluster, ns.Lake.CatalogDatabase)
@@ -119,20 +129,21 @@ func (res *resolution) namespaceExists(ctx context.Context, ns Namespace) (bool,
 	}
 	defer conn.Close(context.Background())
 	var ok bool
-	err = conn.QueryRow(ctx, `SELECT pg_catalog.to_regclass(pg_catalog.format('%I.ducklake_metadata', $1::text)) IS NOT NULL`,
-		ns.SchemaName()).Scan(&ok)
+	err = conn.QueryRow(ctx, namespaceExistsSQL, ns.SchemaName()).Scan(&ok)
 	return ok, err
 }
 
 // liveViews reads the views that currently exist in the fork namespace (DuckLake's view table):
-// name → stored SQL. It is the source of truth for what is a view, not recorded statuses.
+// name → stored SQL. It is the source of truth for what is a view, not recorded statuses. The
+// table belongs to the workspace's role, so it is read as that role, never as an admin: whatever
+// the namespace holds runs with no more than the job's own privileges.
 func (res *resolution) liveViews(ctx context.Context, ns Namespace) (map[string]string, error) {
 	out := map[string]string{}
 	exists, err := res.namespaceExists(ctx, ns)
 	if err != nil || !exists {
 		return out, err
 	}
-	conn, err := res.r.Clusters.Connect(ctx, ns.Lake.CatalogCluster, ns.Lake.CatalogDatabase)
+	conn, err := res.r.Clusters.ConnectWorkspace(ctx, ns.Lake.CatalogCluster, res.ws.ID, ns.Lake.CatalogDatabase)
 	if err != nil {
 		return nil, err
 	}

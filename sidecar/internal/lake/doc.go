@@ -14,9 +14,15 @@
 //	                        BEGIN; CREATE [OR REPLACE] VIEW dl.<t> AS SELECT * FROM <nearest owner alias>.<t>; ...; COMMIT
 //	ATTACH 'datatable://crm' AS crm (opts) → ATTACH '<path>' AS crm (TYPE postgres, opts, SECRET s)
 //
-// Credentials never appear in an ATTACH path: each catalog database gets a temporary DuckDB
-// postgres secret, each S3 storage a temporary S3 secret scoped to its url, all created in the
-// job's first block; errors and results are scrubbed of them anyway. Reserved options
+// Every attach is made as the workspace's managed role on the catalog's (or datatable's) cluster
+// (cluster.Locked.WorkspaceLibpq), after Access gave that role write on its own namespace and read
+// on the ancestors' (or GrantDatatable, for a datatable). The resolved attaches run in the job's
+// setup, before its own SQL, which the runner then sandboxes (protocol.Sandbox). Credentials
+// never appear in an ATTACH path: each database gets a temporary DuckDB postgres secret, dropped
+// once the attaches are done, each S3 storage a temporary S3 secret scoped to its url; errors and
+// results are scrubbed of them anyway. No admin connection reads a table of a namespace: the live
+// views and the commit check read as the workspace role; the admin's are catalog queries and
+// dataenv's own DDL (marked schemas, grants). Reserved options
 // (METADATA_SCHEMA, META_SCHEMA, DATA_PATH, OVERRIDE_DATA_PATH) are stripped in a fork because
 // DuckDB keeps the last duplicate of an option.
 //

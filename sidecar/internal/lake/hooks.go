@@ -26,8 +26,8 @@ import (
 // the registered catalog, then the delete of the data prefix (refused unless under
 // __dataenv_forks/<segment>/) in the registered storage, then the row's delete. Rows that failed
 // stay (schema_dropped records a finished schema phase) and the error (a *CleanupError) lists
-// them: call it again to retry. When nothing is left, the fork's lake configuration rows are
-// removed. A workspace that exists is never cleaned (a live fork). A fork's lakes are stamped
+// them: call it again to retry. Once no metadata schema is left, the fork's lake configuration
+// rows and materialization records are removed. A workspace that exists is never cleaned (a live fork). A fork's lakes are stamped
 // isolated or shared by a trigger on dataenv.workspaces (sqlapi), not here.
 type Hooks struct {
 	// Metrics may be nil: side effects (drop_schema, delete_prefix) and deleted objects.
@@ -162,14 +162,30 @@ func (h *Hooks) Cleanup(ctx context.Context, fork string, rep request.Reporter) 
 		}
 	}
 	h.registry.Invalidate(fork)
+	if schemasLeft == 0 {
+		// No metadata of the fork is left: its lake rows and materialization records describe
+		// nothing any more (data files still to delete stay tracked in the registry), and must
+		// not pass to a workspace created later under the same id.
+		if err := h.forget(ctx, fork); err != nil {
+			return report, err
+		}
+	}
 	if left > 0 {
 		return report, &CleanupError{Fork: fork, Report: report, SchemasLeft: schemasLeft}
 	}
 	report.Complete = true
-	if _, err := h.pool.Exec(ctx, `DELETE FROM dataenv.lakes WHERE workspace = $1 AND fork_behavior IS NOT NULL`, fork); err != nil {
-		return report, request.Retryable(fmt.Errorf("remove the lake configuration of fork %q: %w", fork, err))
-	}
 	return report, nil
+}
+
+// forget removes the lake configuration rows and the materialization records of a dropped fork.
+func (h *Hooks) forget(ctx context.Context, fork string) error {
+	if _, err := h.pool.Exec(ctx, `DELETE FROM dataenv.lakes WHERE workspace = $1 AND fork_behavior IS NOT NULL`, fork); err != nil {
+		return request.Retryable(fmt.Errorf("remove the lake configuration of fork %q: %w", fork, err))
+	}
+	if _, err := h.pool.Exec(ctx, `DELETE FROM dataenv.materializations WHERE workspace = $1`, fork); err != nil {
+		return request.Retryable(fmt.Errorf("remove the materialization records of fork %q: %w", fork, err))
+	}
+	return nil
 }
 
 // cleanupRow cleans one registry row: schema, then data, then the row.
@@ -194,6 +210,11 @@ func (h *Hooks) cleanupRow(ctx context.Context, row registryRow, rep request.Rep
 		}
 		nc.SchemaDropped = true
 		request.Reportf(ctx, rep, "lake "+row.Lake+" metadata schema", "dropped", "%s in %s", row.Schema, nc.Catalog)
+		// The schema took its grants with it.
+		if _, err := h.pool.Exec(ctx, `DELETE FROM dataenv.lake_namespace_access
+			WHERE catalog_cluster = $1 AND catalog_database = $2 AND metadata_schema = $3`, row.Cluster, row.Database, row.Schema); err != nil {
+			return fail(err)
+		}
 	}
 	crashpoint.HitOnce("lake.cleanup.after_schema_drop")
 	n, err := h.deleteData(ctx, row)

@@ -31,7 +31,9 @@ type Resolver struct {
 	Control  *pgxpool.Pool
 	Clusters Clusters
 	Registry *Registry
-	Logger   *slog.Logger
+	// Access gives the workspace's role what it needs in each lake namespace it attaches.
+	Access *Access
+	Logger *slog.Logger
 }
 
 // Target is the table a materialize job writes.
@@ -41,9 +43,12 @@ type Target struct {
 
 // Plan is a resolved job.
 type Plan struct {
-	// Setup holds the statements to run before SQL (object-store secrets).
+	// Setup holds dataenv's own statements, to run before SQL and before the runner's sandbox
+	// closes (protocol.Sandbox): the secrets, every ducklake:// and datatable:// attach of the
+	// job (in the order the SQL has them, the materialize target first), the read-defer
+	// prelude, then the drop of the postgres secrets.
 	Setup []string
-	// SQL is the job's SQL with its ATTACH statements resolved.
+	// SQL is the job's own SQL without those attaches (NoStatement when nothing is left).
 	SQL string
 	// TargetAlias is the alias the target lake is attached under (materialize only).
 	TargetAlias string
@@ -60,21 +65,49 @@ type Plan struct {
 	// Dirs are the local data directories of the job's namespaces (file:// storages): the
 	// workspace's own writable, its ancestors' read-only. A jailed runner sees only these.
 	Dirs []Dir
+	// Remote are the s3:// data prefixes of the job's namespaces.
+	Remote []string
 
 	secrets  []string
 	catalogs *catalogs
 }
 
-// Dir is a local data directory a job uses.
+// Dir is a local directory a job uses: a lake's data directory, or (Cert) one holding a
+// catalog's root certificate, which libpq reads and the job's SQL may not.
 type Dir struct {
 	Path     string
 	Writable bool
+	Cert     bool
 }
 
-// addDir records the local data directory of ns (file:// storages only), creating it so that it
-// can be bound into a jail.
+// NoStatement is the job SQL of a plan whose statements were all attaches: the empty result an
+// ATTACH gives.
+const NoStatement = `SELECT NULL::BOOLEAN AS "Success" WHERE false`
+
+// AllowedDirectories are the data paths of the job's namespaces (local directories and s3://
+// prefixes, each ending with "/"): all the runner's sandbox lets the job's SQL reach besides its
+// scratch directory.
+func (p *Plan) AllowedDirectories() []string {
+	out := make([]string, 0, len(p.Dirs)+len(p.Remote))
+	for _, d := range p.Dirs {
+		if !d.Cert {
+			out = append(out, strings.TrimSuffix(d.Path, "/")+"/")
+		}
+	}
+	return append(out, p.Remote...)
+}
+
+// addDir records the data path of ns: a local directory (file:// storages), created so that it
+// can be bound into a jail, or an s3:// prefix.
 func (p *Plan) addDir(ns Namespace, writable bool) error {
 	if ns.Storage.IsS3() {
+		u := ns.DataURL()
+		for _, r := range p.Remote {
+			if r == u {
+				return nil
+			}
+		}
+		p.Remote = append(p.Remote, u)
 		return nil
 	}
 	dir := strings.TrimSuffix(ns.DataURL(), "/")
@@ -140,7 +173,7 @@ func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *T
 	if err != nil {
 		return nil, request.Retryable(err)
 	}
-	res := &resolution{r: r, ws: ws, lakes: lakes, storages: map[string]control.Storage{}, cats: newCatalogs(r.Clusters),
+	res := &resolution{r: r, ws: ws, lakes: lakes, storages: map[string]control.Storage{}, cats: newCatalogs(r.Clusters, ws.ID),
 		plan: &Plan{}, target: target, rep: rep, s3: map[string]control.Storage{}}
 	res.plan.catalogs = res.cats
 	if err := res.rewrite(ctx, sql); err != nil {
@@ -148,22 +181,24 @@ func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *T
 		return nil, err
 	}
 	res.plan.secrets = append(res.plan.secrets, res.cats.secrets...)
-	res.plan.Setup = append(res.plan.Setup, res.cats.setup...)
+	setup := append([]string{}, res.cats.setup...)
 	for _, d := range res.cats.certDirs {
-		res.plan.Dirs = append(res.plan.Dirs, Dir{Path: d})
+		res.plan.Dirs = append(res.plan.Dirs, Dir{Path: d, Cert: true})
 	}
 	for _, s := range res.s3 {
-		res.plan.Setup = append(res.plan.Setup, s3Secret(s))
+		setup = append(setup, s3Secret(s))
 		res.plan.secrets = append(res.plan.secrets, s.Creds.Secrets()...)
 	}
+	res.plan.Setup = append(append(setup, res.plan.Setup...), res.cats.drops()...)
 	return res.plan, nil
 }
 
-// rewrite replaces each ducklake:// and datatable:// ATTACH of sql, and attaches the target lake
-// first when the SQL does not.
+// rewrite moves each ducklake:// and datatable:// ATTACH of sql, resolved, into the plan's setup
+// (attaching the target lake first when the SQL does not), and leaves the rest as the job's SQL.
 func (res *resolution) rewrite(ctx context.Context, sql string) error {
 	stmts := SplitStatements(sql)
-	out := make([]string, 0, len(stmts)+1)
+	out := make([]string, 0, len(stmts))
+	var attaches []string
 	targetAttached := false
 	for _, st := range stmts {
 		a, ok, err := ParseAttach(st)
@@ -188,7 +223,7 @@ func (res *resolution) rewrite(ctx context.Context, sql string) error {
 		if err != nil {
 			return err
 		}
-		out = append(out, text)
+		attaches = append(attaches, text)
 	}
 	if res.target != nil && !targetAttached {
 		a := &Attach{Path: SchemeLake + res.target.Lake, Alias: TargetAlias}
@@ -196,9 +231,13 @@ func (res *resolution) rewrite(ctx context.Context, sql string) error {
 		if err != nil {
 			return err
 		}
-		out = append([]string{text}, out...)
+		attaches = append([]string{text}, attaches...)
 	}
-	res.plan.SQL = strings.Join(out, ";\n") + ";"
+	res.plan.Setup = attaches
+	res.plan.SQL = NoStatement
+	if len(out) > 0 {
+		res.plan.SQL = strings.Join(out, ";\n") + ";"
+	}
 	return nil
 }
 
@@ -233,6 +272,9 @@ func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, i
 	}
 	ns := namespaceOf(res.ws.ID, res.ws.IsFork, l, s)
 	if err := res.r.Registry.Register(ctx, ns, res.rep); err != nil {
+		return "", err
+	}
+	if _, err := res.r.Access.Grant(ctx, ns, res.ws.ID, AccessWrite, res.rep); err != nil {
 		return "", err
 	}
 	if err := res.plan.addDir(ns, !hasOption(a.Options, "READ_ONLY")); err != nil {

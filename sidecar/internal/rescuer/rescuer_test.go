@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dataenv/dataenv/sidecar/install"
+	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/dispatch"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/sidecar/internal/rescuer"
@@ -71,7 +72,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := request.NewRegistry()
+	reg := request.NewRegistry(control.Authorizer{Q: pool})
 	reg.Register("test_ok", request.HandlerFunc(func(_ context.Context, req *request.Request, _ request.Reporter) (any, error) {
 		return map[string]int{"attempt": req.Attempts}, nil
 	}))

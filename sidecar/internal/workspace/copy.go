@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
 // Copy methods.
 const (
+	MethodClone    = "clone"    // CREATE DATABASE ... TEMPLATE parent STRATEGY FILE_COPY, file_copy_method = clone
 	MethodTemplate = "template" // CREATE DATABASE ... TEMPLATE parent
 	MethodDump     = "dump"     // pg_dump, then psql (schema_only) or pg_restore (full_copy)
 )
@@ -26,8 +29,9 @@ const (
 //     request still creating: an interrupted attempt, whose database may be partial: dropped
 //     (guarded) and made again.
 //  2. Under the cluster's lifecycle lock: register the copy (state creating) BEFORE the
-//     database exists, so the ledger always covers it; then create the marked database, by
-//     TEMPLATE for a full_copy whose parent has no other sessions, else empty.
+//     database exists, so the ledger always covers it; then create the marked database, a copy
+//     of the parent for a full_copy whose parent has no other sessions (a reflink clone where
+//     the cluster can, else TEMPLATE), else empty.
 //  3. Without the lock (a long copy must not block the cluster): dump and restore in one
 //     transaction, reporting progress.
 //  4. Mark the row ready.
@@ -61,7 +65,7 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	defer job.dst.Close()
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
 	if it.Method == MethodDump {
-		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump of %s into %s", it.ParentDatabase, it.Database))
+		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s", job.tools.Version, job.tools.Dir, it.ParentDatabase, it.Database))
 		job.progress = func(b, n int64) {
 			request.Report(ctx, rep, step, "progress", fmt.Sprintf("%s streamed, %d objects restored", humanBytes(b), n))
 		}
@@ -80,22 +84,27 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 }
 
 // createCopyDatabase registers the copy and creates its database under the lifecycle lock, and
-// returns the libpq environments of the parent and the copy for the load.
+// returns the libpq environments of the parent and the copy (and the tools) for the load.
 func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, c Copy, it *planItem) (*loadJob, error) {
 	job := &loadJob{mode: it.Mode, dstDB: it.Database, every: s.cfg.ProgressEvery}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
 		}
-		method, err := s.createDatabase(ctx, l, c, func(detail string) {
+		conn, err := l.Connect(ctx, "")
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		st, err := s.createDatabase(ctx, l, conn, c, func(detail string) {
 			request.Report(ctx, rep, fmt.Sprintf("copy datatable %s (%s)", it.Datatable, it.Mode), "copying", detail)
 		})
 		if err != nil {
 			return err
 		}
-		it.Method = method
+		it.Method, it.CloneUnavailable, job.tools = st.method, st.cloneUnavailable, st.tools
 		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.fork_copies SET method = $3 WHERE cluster = $1 AND database = $2`,
-			c.Cluster, c.Database, method); err != nil {
+			c.Cluster, c.Database, st.method); err != nil {
 			return retryable(err)
 		}
 		job.appRole = l.Cluster().AppRole
@@ -113,34 +122,80 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 	return job, nil
 }
 
-// createDatabase creates the copy's marked database: by TEMPLATE for a full_copy whose parent has
-// no other sessions (falling back to an empty database when the template copy is refused: a
-// session connected meanwhile, or the admin may not clone that database), else empty.
-func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy, report func(string)) (string, error) {
-	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace}
+// copyStart is how a copy's database was made.
+type copyStart struct {
+	method           string
+	cloneUnavailable string     // why an idle parent's full_copy did not clone
+	tools            pgtool.Set // MethodDump: the tools for the cluster's server version
+}
+
+// createDatabase creates the copy's marked database: a copy of the parent for a full_copy whose
+// parent has no other sessions (createFromTemplate), else an empty one for dump and restore,
+// once tools at least as new as the cluster's server are found (refused otherwise, before
+// anything is created).
+func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, conn *pgx.Conn, c Copy, report func(string)) (copyStart, error) {
+	var st copyStart
 	if c.Mode == ModeFullCopy {
-		idle, err := noOtherSessions(ctx, l, c.ParentDatabase)
+		idle, err := noOtherSessions(ctx, conn, c.ParentDatabase)
 		if err != nil {
-			return "", err
+			return st, err
 		}
 		if idle {
-			topts := opts
-			topts.Template = c.ParentDatabase
-			report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase)
-			_, err := l.CreateMarkedDatabase(ctx, c.Database, topts)
-			if err == nil {
-				return MethodTemplate, nil
+			if err := s.createFromTemplate(ctx, l, conn, c, &st, report); err != nil || st.method != "" {
+				return st, err
 			}
-			if !templateRefused(err) {
-				return "", err
-			}
-			s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
 		}
 	}
-	if _, err := l.CreateMarkedDatabase(ctx, c.Database, opts); err != nil {
-		return "", err
+	tools, err := s.cfg.Tools.For(ctx, cluster.ServerVersion(conn))
+	if err != nil {
+		return st, request.Refusef("copy %s of cluster %q: %v", c.ParentDatabase, c.Cluster, err)
 	}
-	return MethodDump, nil
+	if _, err := l.CreateMarkedDatabase(ctx, c.Database, cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace}); err != nil {
+		return st, err
+	}
+	st.method, st.tools = MethodDump, tools
+	return st, nil
+}
+
+// createFromTemplate copies an idle parent into the copy's database: by clone where the cluster
+// can (cluster.Locked.CanClone: PostgreSQL 18+, a data directory on a file system that clones),
+// else by TEMPLATE, today's default; st.cloneUnavailable says why it did not clone. A clone that
+// fails is made again by TEMPLATE. When the template copy itself is refused (a session connected
+// meanwhile, or the admin may not copy that database) st.method stays empty: the caller dumps
+// and restores instead.
+func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, conn *pgx.Conn, c Copy, st *copyStart, report func(string)) error {
+	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace, Template: c.ParentDatabase}
+	ok, why, err := l.CanClone(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if ok {
+		opts.Clone = true
+		report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase + " STRATEGY FILE_COPY (file_copy_method = clone)")
+		_, err := l.CreateMarkedDatabase(ctx, c.Database, opts)
+		if err == nil {
+			st.method = MethodClone
+			return nil
+		}
+		if templateRefused(err) {
+			s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
+			return nil
+		}
+		why = "the clone failed (" + err.Error() + ")"
+		s.log.Info("clone failed; copying by TEMPLATE", "database", c.Database, "error", err)
+		opts.Clone = false
+	}
+	st.cloneUnavailable = why
+	report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase)
+	if _, err := l.CreateMarkedDatabase(ctx, c.Database, opts); err != nil {
+		if !templateRefused(err) {
+			return err
+		}
+		s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
+		return nil
+	}
+	st.method = MethodTemplate
+	return nil
 }
 
 // templateRefused: 55006 (the template has sessions) or 42501 (the admin may not clone it).
@@ -149,12 +204,7 @@ func templateRefused(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "55006" || pgErr.Code == "42501")
 }
 
-func noOtherSessions(ctx context.Context, l *cluster.Locked, database string) (bool, error) {
-	conn, err := l.Connect(ctx, "")
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+func noOtherSessions(ctx context.Context, conn *pgx.Conn, database string) (bool, error) {
 	var n int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid()`,
 		database).Scan(&n); err != nil {

@@ -31,8 +31,6 @@ type createArgs struct {
 }
 
 // parseCreateArgs maps the args onto createArgs. Their rules (ids, modes, lake names) are
-// dataenv.validate_create_fork's, checked when the row was inserted; a row's args never change.
-// parseCreateArgs maps the args onto createArgs. Their rules (ids, modes, lake names) are
 // dataenv.validate_create_fork's, applied when the row was inserted; a row's args never change.
 func parseCreateArgs(req *request.Request) (createArgs, error) {
 	var a createArgs
@@ -53,7 +51,9 @@ type planItem struct {
 	Database       string `json:"database"`        // what the fork's entry names
 	ParentDatabase string `json:"parent_database"` // what the parent resolved to
 	Method         string `json:"method,omitempty"`
-	Status         string `json:"status,omitempty"`
+	// CloneUnavailable says why a full_copy of an idle parent was not a reflink clone.
+	CloneUnavailable string `json:"clone_unavailable,omitempty"`
+	Status           string `json:"status,omitempty"`
 }
 
 // ForkResult is the result of a create_fork request.
@@ -154,6 +154,14 @@ func (s *Service) plan(ctx context.Context, req *request.Request, args createArg
 	for name := range args.Datatables {
 		if !known[name] {
 			return nil, request.Refusef("create_fork: workspace %q has no datatable %q", args.Parent, name)
+		}
+	}
+	// A copy reads the parent's database as the cluster's admin: never one no binding may reach.
+	for _, it := range plan {
+		if it.Mode != ModeKeepOriginal {
+			if err := s.cfg.Clusters.CheckBindable(ctx, it.Cluster, it.ParentDatabase); err != nil {
+				return nil, fmt.Errorf("create_fork: datatable %q: %w", it.Datatable, err)
+			}
 		}
 	}
 	return plan, nil

@@ -93,30 +93,31 @@ func (s *Service) dropFork(ctx context.Context, req *request.Request, rep reques
 		}
 		return res, errors.New(msg + "they stay registered: run dataenv.drop_fork again to retry")
 	}
+	for _, t := range targets {
+		if _, err := s.cfg.Control.Exec(ctx, `SELECT dataenv.bury_workspace($1)`, t); err != nil {
+			return res, retryable(fmt.Errorf("drop_fork: forget workspace %q: %w", t, err))
+		}
+	}
 	return res, nil
 }
 
 // dropTargets checks the request and returns the workspaces to drop, descendants first. A fork
-// id whose workspace is already gone but whose copies are still registered (an earlier drop
-// failed part-way) is a target too: finishing that cleanup needs no membership, since nobody can
-// use those copies any more.
+// id whose workspace is already gone but of which something is left (an earlier drop failed
+// part-way) is a target too: its tombstone's owner (or an administrator, which the request's
+// policy checked) finishes that cleanup.
 func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dropArgs) ([]string, error) {
 	pool := s.cfg.Control
 	ws, err := control.ReadWorkspace(ctx, pool, args.Fork)
 	if errors.Is(err, control.ErrNotFound) {
-		copies, err := Copies(ctx, pool, args.Fork)
-		if err != nil {
-			return nil, err
-		}
-		var lakeLeftovers int
-		if err := pool.QueryRow(ctx, `SELECT dataenv.fork_lake_leftovers($1)`, args.Fork).Scan(&lakeLeftovers); err != nil {
+		var left bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.workspace_leftovers($1))`, args.Fork).Scan(&left); err != nil {
 			return nil, retryable(err)
 		}
-		if len(copies) == 0 && lakeLeftovers == 0 {
+		if !left {
 			if req.Attempts > 1 {
 				return nil, nil // an earlier attempt of this request finished the drop before it was interrupted
 			}
-			return nil, request.Refusef("drop_fork: no workspace %q, and no fork copies or lake namespaces of one are left", args.Fork)
+			return nil, request.Refusef("drop_fork: no workspace %q, and nothing of a dropped one is left", args.Fork)
 		}
 		return []string{args.Fork}, nil
 	}
@@ -134,13 +135,18 @@ func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dr
 		return nil, request.Refusef("drop_fork: workspace %q has child forks (%s): drop them first, or ask for the cascade explicitly (cascade => true)",
 			args.Fork, strings.Join(desc, ", "))
 	}
+	// The request's policy (workspace_owner of args.Fork) was checked before the handler ran; a
+	// cascade also drops the forks below, each of which the requester must own too.
 	for _, w := range append([]string{args.Fork}, desc...) {
-		ok, err := control.CanUse(ctx, pool, w, req.RequestedBy)
+		a, err := control.WorkspaceAccess(ctx, pool, w, req.RequestedBy)
 		if err != nil {
-			return nil, err
+			return nil, retryable(err)
 		}
-		if !ok {
+		if !a.CanUse() {
 			return nil, request.Refusef("drop_fork: %s is not a member of workspace %q", req.RequestedBy, w)
+		}
+		if !a.CanOwn() {
+			return nil, request.Refusef("drop_fork: %s is not the owner of workspace %q (only its owner or a dataenv administrator may drop it)", req.RequestedBy, w)
 		}
 	}
 	return append(desc, args.Fork), nil

@@ -16,31 +16,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 )
-
-// Tools locates the libpq tools a dump-and-restore copy runs. Empty fields are looked up in
-// PATH. They must be at least as new as the servers they dump.
-type Tools struct {
-	PgDump    string
-	Psql      string
-	PgRestore string
-}
-
-func (t Tools) path(explicit, name string) (string, error) {
-	if explicit != "" {
-		return explicit, nil
-	}
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("%s is needed to copy a database and was not found in PATH: install the PostgreSQL client tools", name)
-	}
-	return p, nil
-}
 
 // loadJob is one dump-and-restore: parent (src) into the fork copy (dst), run as the cluster's
 // admin with the cluster's TLS settings (cluster.Libpq), objects owned by the application role.
 type loadJob struct {
-	mode     string // schema_only or full_copy
+	mode     string     // schema_only or full_copy
+	tools    pgtool.Set // at least as new as the cluster's server
 	src, dst *cluster.Libpq
 	dstDB    string
 	appRole  string
@@ -57,31 +40,19 @@ type loadJob struct {
 // finished tool. The children die with the sidecar (Pdeathsig); a copy interrupted any other
 // way is still in state creating and is dropped and made again by the next attempt.
 func (s *Service) load(ctx context.Context, j loadJob) error {
-	dump, err := s.cfg.Tools.path(s.cfg.Tools.PgDump, "pg_dump")
-	if err != nil {
-		return err
-	}
 	var restore *exec.Cmd
 	var prelude string
 	dumpArgs := []string{"--no-owner", "--no-password"}
 	if j.mode == ModeSchemaOnly {
-		psql, err := s.cfg.Tools.path(s.cfg.Tools.Psql, "psql")
-		if err != nil {
-			return err
-		}
 		dumpArgs = append(dumpArgs, "--schema-only")
-		restore = exec.CommandContext(ctx, psql, "-X", "-q", "--no-password", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f", "-")
+		restore = exec.CommandContext(ctx, j.tools.Path(pgtool.Psql), "-X", "-q", "--no-password", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f", "-")
 		prelude = "SET ROLE " + pgx.Identifier{j.appRole}.Sanitize() + ";\n"
 	} else {
-		pgRestore, err := s.cfg.Tools.path(s.cfg.Tools.PgRestore, "pg_restore")
-		if err != nil {
-			return err
-		}
 		dumpArgs = append(dumpArgs, "--format=custom", "--compress=0")
-		restore = exec.CommandContext(ctx, pgRestore, "--no-owner", "--no-password", "--role="+j.appRole,
+		restore = exec.CommandContext(ctx, j.tools.Path(pgtool.PgRestore), "--no-owner", "--no-password", "--role="+j.appRole,
 			"--single-transaction", "--exit-on-error", "--verbose", "--dbname="+j.dstDB)
 	}
-	producer := exec.CommandContext(ctx, dump, dumpArgs...)
+	producer := exec.CommandContext(ctx, j.tools.Path(pgtool.PgDump), dumpArgs...)
 	producer.Env, restore.Env = j.src.Environ(), j.dst.Environ()
 	return runPipeline(ctx, producer, restore, prelude, j.progress, j.every)
 }

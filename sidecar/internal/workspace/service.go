@@ -11,6 +11,7 @@ import (
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -48,8 +49,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics may be nil.
 	Metrics *metrics.Metrics
-	// Tools locates pg_dump, psql and pg_restore; the zero value looks them up in PATH.
-	Tools Tools
+	// Tools finds, per cluster, pg_dump, psql and pg_restore at least as new as its server
+	// (default: pgtool.NewFinder(nil), the machine's /usr/lib/postgresql/N/bin and PATH).
+	Tools *pgtool.Finder
 	// Cleaners are other areas' fork cleanups (see ForkCleaner).
 	Cleaners []ForkCleaner
 	// BlocksCreate decides whether a cleaner's error on a previous incarnation's leftovers stops
@@ -84,6 +86,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = pgtool.NewFinder(nil)
 	}
 	if cfg.BlocksCreate == nil {
 		cfg.BlocksCreate = func(err error) bool { return err != nil }

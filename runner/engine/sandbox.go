@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/dataenv/dataenv/runner/protocol"
+)
+
+// sandboxConfigs are the settings a sandboxed job may still change: presentation only.
+var sandboxConfigs = []string{"TimeZone"}
+
+// runSetup runs the request's setup statements (their rows are not kept).
+func runSetup(ctx context.Context, conn *sql.Conn, setup []string) error {
+	for i, st := range setup {
+		if _, err := conn.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("setup statement %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// applySandbox closes DuckDB's door on the job's own SQL; see protocol.Sandbox. The order
+// matters: the allowed lists are normalized by the file systems registered when they are set
+// (httpfs must be loaded for an s3:// prefix to stay one), and lock_configuration comes last.
+func applySandbox(ctx context.Context, conn *sql.Conn, sb *protocol.Sandbox) error {
+	stmts := []string{
+		"SET autoinstall_known_extensions = false",
+		"SET allow_community_extensions = false",
+	}
+	remote := false
+	for _, d := range sb.AllowedDirectories {
+		remote = remote || strings.Contains(d, "://")
+	}
+	if remote {
+		stmts = append(stmts, "LOAD httpfs")
+	}
+	for _, st := range stmts {
+		if _, err := conn.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("sandbox: %s: %w", st, err)
+		}
+	}
+	var httpfs bool
+	if err := conn.QueryRowContext(ctx,
+		"SELECT count(*) > 0 FROM duckdb_extensions() WHERE extension_name = 'httpfs' AND loaded").Scan(&httpfs); err != nil {
+		return fmt.Errorf("sandbox: is httpfs loaded: %w", err)
+	}
+	stmts = nil
+	if httpfs {
+		stmts = append(stmts, "SET s3_url_compatibility_mode = true")
+	}
+	stmts = append(stmts,
+		"SET allowed_directories = "+list(sb.AllowedDirectories),
+		"SET allowed_paths = "+list(sb.AllowedPaths),
+		"SET enable_external_access = false",
+		"SET allowed_configs = "+list(sandboxConfigs),
+		"SET lock_configuration = true")
+	for _, st := range stmts {
+		if _, err := conn.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("sandbox: %s: %w", st, err)
+		}
+	}
+	return nil
+}
+
+// list renders ss as a DuckDB list of string literals.
+func list(ss []string) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = quote(s)
+	}
+	return "[" + strings.Join(parts, ", ") + "]::VARCHAR[]"
+}

@@ -1,0 +1,67 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// Binding a database to a workspace gives its members and jobs that database, reached by dataenv
+// with privileged credentials (the cluster's admin for pg_dump, the catalog and datatable
+// attaches). The SQL API refuses, at bind time, what the control database can see
+// (dataenv.check_bindable: the control database, templates and slots of the instance cluster,
+// reserved names, fork copies); what only a connection to the database shows is checked here,
+// every time a bound database is about to be used.
+
+const bindableSQL = `
+SELECT d.datistemplate,
+       EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = 'dataenv' AND c.relname = 'installation')
+  FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()`
+
+// CheckBindable refuses a database no binding may reach: a template, or a database holding a
+// dataenv installation (this control database included, whichever cluster entry names it). It
+// connects to the database as the cluster's admin; a refusal is a *request.RefusedError.
+func (l *Locked) CheckBindable(ctx context.Context, database string) error {
+	conn, err := l.Connect(ctx, database)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var template, installed bool
+	if err := conn.QueryRow(ctx, bindableSQL).Scan(&template, &installed); err != nil {
+		return retryable(fmt.Errorf("check database %q of cluster %q: %w", database, l.cluster.Name, err))
+	}
+	if template {
+		return request.Refusef("database %q on cluster %q is a template; it can never be bound to a workspace (bind a database made from it)",
+			database, l.cluster.Name)
+	}
+	if installed {
+		return request.Refusef("database %q on cluster %q holds a dataenv installation; it can never be bound to a workspace (remove the binding: dataenv.remove_datatable or dataenv.remove_lake)",
+			database, l.cluster.Name)
+	}
+	return nil
+}
+
+// CheckBindable is Locked.CheckBindable under the cluster's lifecycle lock (released on return).
+func (a *Admin) CheckBindable(ctx context.Context, cluster, database string) error {
+	return a.WithLifecycleLock(ctx, cluster, nil, func(ctx context.Context, l *Locked) error {
+		return l.CheckBindable(ctx, database)
+	})
+}
+
+// BoundLibpq is Libpq for a database reached through a workspace's binding (a datatable, a lake
+// catalog): the database is checked with CheckBindable first, under the same lock.
+func (a *Admin) BoundLibpq(ctx context.Context, cluster, database string) (*Libpq, error) {
+	var lp *Libpq
+	err := a.WithLifecycleLock(ctx, cluster, nil, func(ctx context.Context, l *Locked) error {
+		if err := l.CheckBindable(ctx, database); err != nil {
+			return err
+		}
+		var err error
+		lp, err = l.Libpq(database)
+		return err
+	})
+	return lp, err
+}

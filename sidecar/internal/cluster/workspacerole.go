@@ -1,0 +1,366 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+	"github.com/dataenv/dataenv/sidecar/names"
+)
+
+// Crash points of the workspace role convergence.
+const (
+	CrashAfterCreateWorkspaceRole = "cluster.workspace_role.after_create"
+	CrashAfterDropWorkspaceRole   = "cluster.workspace_role.after_drop"
+)
+
+// WorkspaceRole is a workspace's managed role on one cluster: what its jobs and its members reach
+// the cluster as. Name is names.WorkspaceRole(installation, cluster, workspace); OID is the role's
+// OID, recorded in dataenv.workspace_roles when it was created.
+type WorkspaceRole struct {
+	Cluster   string
+	Workspace string
+	Name      string
+	OID       uint32
+}
+
+// workspaceRoleAttrs are the attributes of every workspace role: it logs in and has nothing else.
+const workspaceRoleAttrs = " LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT"
+
+// workspaceRoleMarker is the comment of workspace's role: the marker, the installation and the
+// workspace incarnation it was made for.
+func workspaceRoleMarker(installation, workspace string, incarnation time.Time) string {
+	return fmt.Sprintf("%s; workspace role; installation %s; workspace %s; incarnation %s", names.Marker, installation,
+		workspace, incarnation.UTC().Format(time.RFC3339Nano))
+}
+
+type workspaceRoleRecord struct {
+	exists      bool
+	role        string
+	oid         uint32 // 0 until recorded
+	incarnation time.Time
+}
+
+const workspaceRoleRecordSQL = `
+SELECT role, coalesce(role_oid, 0)::bigint, incarnation FROM dataenv.workspace_roles WHERE cluster = $1 AND workspace = $2`
+
+func (l *Locked) workspaceRoleRecord(ctx context.Context, workspace string) (workspaceRoleRecord, error) {
+	var r workspaceRoleRecord
+	var oid int64
+	err := l.Control().QueryRow(ctx, workspaceRoleRecordSQL, l.cluster.Name, workspace).Scan(&r.role, &oid, &r.incarnation)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, nil
+	}
+	if err != nil {
+		return r, retryable(fmt.Errorf("read the record of the role of workspace %q: %w", workspace, err))
+	}
+	r.exists, r.oid = true, uint32(oid)
+	return r, nil
+}
+
+// workspaceIncarnation is the created_at of the workspace row (ErrNotFound-like refusal when none).
+func (l *Locked) workspaceIncarnation(ctx context.Context, workspace string) (time.Time, error) {
+	var at time.Time
+	err := l.Control().QueryRow(ctx, `SELECT created_at FROM dataenv.workspaces WHERE id = $1`, workspace).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return at, request.Refusef("no workspace named %q", workspace)
+	}
+	if err != nil {
+		return at, retryable(fmt.Errorf("read workspace %q: %w", workspace, err))
+	}
+	return at, nil
+}
+
+// installation is the control database's installation id (cached: it never changes).
+func (a *Admin) installation(ctx context.Context, q querier) (string, error) {
+	a.instMu.Lock()
+	defer a.instMu.Unlock()
+	if a.inst != "" {
+		return a.inst, nil
+	}
+	if err := q.QueryRow(ctx, `SELECT id::text FROM dataenv.installation`).Scan(&a.inst); err != nil {
+		return "", retryable(fmt.Errorf("read the installation id: %w", err))
+	}
+	return a.inst, nil
+}
+
+// roleIdentity is what a drop or a reuse checks about a role found by name.
+type roleIdentity struct {
+	exists  bool
+	oid     uint32
+	comment string
+	attrs   roleAttrs
+}
+
+type roleAttrs struct {
+	login, super, createDB, createRole, replication, bypassRLS bool
+}
+
+const roleIdentitySQL = `
+SELECT r.oid::bigint, coalesce(pg_catalog.shobj_description(r.oid, 'pg_authid'), ''),
+       r.rolcanlogin, r.rolsuper, r.rolcreatedb, r.rolcreaterole, r.rolreplication, r.rolbypassrls
+  FROM pg_catalog.pg_roles r WHERE r.rolname = $1`
+
+func readRoleIdentity(ctx context.Context, q querier, name string) (roleIdentity, error) {
+	var id roleIdentity
+	var oid int64
+	a := &id.attrs
+	err := q.QueryRow(ctx, roleIdentitySQL, name).Scan(&oid, &id.comment, &a.login, &a.super, &a.createDB, &a.createRole, &a.replication, &a.bypassRLS)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return roleIdentity{}, nil
+	}
+	if err != nil {
+		return id, retryable(fmt.Errorf("read role %q: %w", name, err))
+	}
+	id.exists, id.oid = true, uint32(oid)
+	return id, nil
+}
+
+// EnsureWorkspaceRole creates workspace's role on the cluster, or converges the one dataenv
+// created for this incarnation of the workspace: check, act, record.
+//
+//  1. The record of an earlier incarnation of the workspace id: that role is dropped first
+//     (DropWorkspaceRole), so a workspace created again never inherits the old one's grants.
+//  2. A role of that name without this workspace's marker, or with another OID than recorded:
+//     refused and left untouched.
+//  3. Missing: the record is written first (no OID yet), the password saved as pending, then
+//     CREATE ROLE (LOGIN and nothing else, the SCRAM verifier as password) and its marker in one
+//     transaction, then the OID recorded and the password promoted. A crash anywhere converges on
+//     the next call.
+//  4. The admin becomes a member of the role (PostgreSQL 16+: WITH INHERIT TRUE, SET TRUE), which
+//     granting on the role's objects, default privileges and ownership changes to it need. A
+//     superuser admin needs nothing.
+//
+// The workspace must exist. Refusals are *request refusals (not retried).
+func (l *Locked) EnsureWorkspaceRole(ctx context.Context, workspace string) (*WorkspaceRole, error) {
+	role, _, err := l.ensureWorkspaceRole(ctx, workspace)
+	return role, err
+}
+
+// ensureWorkspaceRole is EnsureWorkspaceRole returning the settled password too.
+func (l *Locked) ensureWorkspaceRole(ctx context.Context, workspace string) (*WorkspaceRole, string, error) {
+	inst, err := l.admin.installation(ctx, l.Control())
+	if err != nil {
+		return nil, "", err
+	}
+	incarnation, err := l.workspaceIncarnation(ctx, workspace)
+	if err != nil {
+		return nil, "", err
+	}
+	rec, err := l.workspaceRoleRecord(ctx, workspace)
+	if err != nil {
+		return nil, "", err
+	}
+	if rec.exists && !rec.incarnation.Equal(incarnation) {
+		request.Reportf(ctx, l.rep, "workspace role "+rec.role, "dropping",
+			"it was made for an earlier workspace %s (created %s)", workspace, rec.incarnation.UTC().Format(time.RFC3339))
+		if err := l.DropWorkspaceRole(ctx, workspace); err != nil {
+			return nil, "", fmt.Errorf("the role of an earlier workspace %q is still there: %w", workspace, err)
+		}
+		rec = workspaceRoleRecord{}
+	}
+	name := names.WorkspaceRole(inst, l.cluster.Name, workspace)
+	if rec.exists && rec.role != name {
+		return nil, "", request.Refusef("workspace %q is recorded with role %q on cluster %q, expected %q", workspace, rec.role, l.cluster.Name, name)
+	}
+	key := workspaceRoleKey{cluster: l.cluster.Name, hostPort: l.cluster.HostPort(), workspace: workspace, incarnation: incarnation, oid: rec.oid}
+	if pw, ok := l.admin.roleCache.get(key); ok && rec.oid != 0 {
+		return &WorkspaceRole{Cluster: l.cluster.Name, Workspace: workspace, Name: name, OID: rec.oid}, pw, nil
+	}
+	conn, err := l.Connect(ctx, "")
+	if err != nil {
+		return nil, "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	role := &WorkspaceRole{Cluster: l.cluster.Name, Workspace: workspace, Name: name}
+	pw, err := l.convergeWorkspaceRole(ctx, conn, role, rec, workspaceRoleMarker(inst, workspace, incarnation), incarnation)
+	if err != nil {
+		return nil, "", err
+	}
+	key.oid = role.OID
+	l.admin.roleCache.put(key, pw)
+	return role, pw, nil
+}
+
+// convergeWorkspaceRole is steps 2-4 of EnsureWorkspaceRole; role.OID is set on success.
+func (l *Locked) convergeWorkspaceRole(ctx context.Context, conn *pgx.Conn, role *WorkspaceRole, rec workspaceRoleRecord,
+	marker string, incarnation time.Time) (string, error) {
+	id, err := readRoleIdentity(ctx, conn, role.Name)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case id.exists && id.comment != marker:
+		return "", request.Refusef("role %q exists on cluster %q without the marker of workspace %q (comment %q); dataenv does not take it over and left it untouched",
+			role.Name, l.cluster.Name, role.Workspace, truncate(id.comment, 200))
+	case id.exists && rec.oid != 0 && id.oid != rec.oid:
+		return "", request.Refusef("role %q on cluster %q has OID %d, but dataenv recorded OID %d for workspace %q: it is not the role dataenv created; left untouched",
+			role.Name, l.cluster.Name, id.oid, rec.oid, role.Workspace)
+	}
+	if !rec.exists {
+		if _, err := l.Control().Exec(ctx, `INSERT INTO dataenv.workspace_roles (cluster, workspace, role, incarnation) VALUES ($1, $2, $3, $4)`,
+			l.cluster.Name, role.Workspace, role.Name, incarnation); err != nil {
+			return "", retryable(fmt.Errorf("record the role of workspace %q: %w", role.Workspace, err))
+		}
+	}
+	pw, err := l.settleWorkspacePassword(ctx, conn, role, id, marker)
+	if err != nil {
+		return "", err
+	}
+	if id, err = readRoleIdentity(ctx, conn, role.Name); err != nil {
+		return "", err
+	}
+	if err := alterWorkspaceRoleAttrs(ctx, conn, role.Name, id.attrs); err != nil {
+		return "", err
+	}
+	role.OID = id.oid
+	if rec.oid == 0 {
+		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.workspace_roles SET role_oid = $3 WHERE cluster = $1 AND workspace = $2`,
+			l.cluster.Name, role.Workspace, int64(id.oid)); err != nil {
+			return "", retryable(fmt.Errorf("record the OID of role %q: %w", role.Name, err))
+		}
+	}
+	if err := l.ensureAdminMembership(ctx, conn, role.Name); err != nil {
+		return "", err
+	}
+	return pw, nil
+}
+
+// settleWorkspacePassword creates the role (with its marker and password) when it does not exist,
+// or gives it a password when none is settled; it returns the settled password.
+func (l *Locked) settleWorkspacePassword(ctx context.Context, conn *pgx.Conn, role *WorkspaceRole, id roleIdentity, marker string) (string, error) {
+	current, pending, err := l.readWorkspacePassword(ctx, role.Workspace)
+	if err != nil {
+		return "", err
+	}
+	if id.exists && current != "" && pending == "" {
+		return current, nil
+	}
+	if pending == "" {
+		pending = newPassword()
+		if err := l.saveWorkspacePassword(ctx, role.Workspace, pending); err != nil {
+			return "", err
+		}
+	}
+	verifier, err := scramVerifier(pending)
+	if err != nil {
+		return "", err
+	}
+	if id.exists {
+		if _, err := conn.Exec(ctx, "ALTER ROLE "+ident(role.Name)+" PASSWORD "+quoteLiteral(verifier)); err != nil {
+			return "", fmt.Errorf("set the password of role %q: %w", role.Name, err)
+		}
+	} else {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "CREATE ROLE "+ident(role.Name)+workspaceRoleAttrs+" PASSWORD "+quoteLiteral(verifier)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident(role.Name)+" IS "+quoteLiteral(marker))
+			return err
+		})
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42710" {
+			return "", retryable(fmt.Errorf("create role %q: created concurrently: %w", role.Name, err))
+		}
+		if err != nil {
+			return "", fmt.Errorf("create role %q on cluster %q: %w", role.Name, l.cluster.Name, err)
+		}
+		crashpoint.HitOnce(CrashAfterCreateWorkspaceRole)
+		request.Reportf(ctx, l.rep, "workspace role "+role.Name, StatusCreated, "on cluster %s for workspace %s", l.cluster.Name, role.Workspace)
+	}
+	if err := l.promoteWorkspacePassword(ctx, role.Workspace); err != nil {
+		return "", err
+	}
+	return pending, nil
+}
+
+// alterWorkspaceRoleAttrs puts back LOGIN and takes away any attribute someone gave the role.
+func alterWorkspaceRoleAttrs(ctx context.Context, conn *pgx.Conn, name string, a roleAttrs) error {
+	var fix []string
+	for _, c := range []struct {
+		bad  bool
+		attr string
+	}{{!a.login, "LOGIN"}, {a.super, "NOSUPERUSER"}, {a.createDB, "NOCREATEDB"}, {a.createRole, "NOCREATEROLE"},
+		{a.replication, "NOREPLICATION"}, {a.bypassRLS, "NOBYPASSRLS"}} {
+		if c.bad {
+			fix = append(fix, c.attr)
+		}
+	}
+	if len(fix) == 0 {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "ALTER ROLE "+ident(name)+" "+strings.Join(fix, " ")); err != nil {
+		return fmt.Errorf("reset the attributes of role %q (%s): %w", name, strings.Join(fix, " "), err)
+	}
+	return nil
+}
+
+// ensureAdminMembership makes the admin a member of role: with INHERIT and SET on PostgreSQL 16+
+// (a CREATEROLE admin holds ADMIN OPTION on the roles it created and may grant itself that), a
+// plain membership on 15. Nothing for a superuser.
+func (l *Locked) ensureAdminMembership(ctx context.Context, conn *pgx.Conn, role string) error {
+	admin, err := readAdminRole(ctx, conn)
+	if err != nil {
+		return retryable(err)
+	}
+	if admin.super {
+		return nil
+	}
+	check := `SELECT pg_catalog.pg_has_role(current_user, $1, 'USAGE')`
+	grant := "GRANT " + ident(role) + " TO CURRENT_USER"
+	if admin.serverVersion >= 160000 {
+		check = `SELECT pg_catalog.pg_has_role(current_user, $1, 'USAGE') AND pg_catalog.pg_has_role(current_user, $1, 'SET')`
+		grant += " WITH INHERIT TRUE, SET TRUE"
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, check, role).Scan(&ok); err != nil {
+		return retryable(fmt.Errorf("check the admin's membership in %q: %w", role, err))
+	}
+	if ok {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, grant); err != nil {
+		return fmt.Errorf("make the admin %q a member of %q: %w", admin.name, role, err)
+	}
+	return nil
+}
+
+// Passwords of the workspace roles, in dataenv.workspace_role_secrets.
+
+func (l *Locked) readWorkspacePassword(ctx context.Context, workspace string) (current, pending string, err error) {
+	err = l.Control().QueryRow(ctx, `SELECT coalesce(password, ''), coalesce(password_pending, '') FROM dataenv.workspace_role_secrets
+		WHERE cluster = $1 AND workspace = $2`, l.cluster.Name, workspace).Scan(&current, &pending)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", retryable(fmt.Errorf("read the password state of the role of workspace %q: %w", workspace, err))
+	}
+	return current, pending, nil
+}
+
+func (l *Locked) saveWorkspacePassword(ctx context.Context, workspace, pw string) error {
+	_, err := l.Control().Exec(ctx, `INSERT INTO dataenv.workspace_role_secrets (cluster, workspace, password_pending) VALUES ($1, $2, $3)
+		ON CONFLICT (cluster, workspace) DO UPDATE SET password_pending = EXCLUDED.password_pending, updated_at = now()`,
+		l.cluster.Name, workspace, pw)
+	if err != nil {
+		return retryable(fmt.Errorf("save the new password of the role of workspace %q: %w", workspace, err))
+	}
+	return nil
+}
+
+func (l *Locked) promoteWorkspacePassword(ctx context.Context, workspace string) error {
+	_, err := l.Control().Exec(ctx, `UPDATE dataenv.workspace_role_secrets SET password = password_pending, password_pending = NULL,
+		updated_at = now() WHERE cluster = $1 AND workspace = $2 AND password_pending IS NOT NULL`, l.cluster.Name, workspace)
+	if err != nil {
+		return retryable(fmt.Errorf("promote the new password of the role of workspace %q: %w", workspace, err))
+	}
+	return nil
+}
