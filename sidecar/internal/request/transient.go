@@ -20,6 +20,8 @@ import (
 // the next attempt sees what that one did. Text from tools and engines that do not return
 // SQLSTATEs (psql, pg_restore, DuckDB) is matched against libpq's connection-loss messages.
 //
+// An error that says itself whether it is transient (a Transient() bool method, such as a
+// cleanup that reports several failures: transient only when every one is) is taken at its word.
 // A refusal (RefusedError) is never transient: it waits for a person to act.
 func IsTransient(err error) bool {
 	if err == nil || IsRefused(err) {
@@ -27,6 +29,10 @@ func IsTransient(err error) bool {
 	}
 	if IsRetryable(err) {
 		return true
+	}
+	var self interface{ Transient() bool }
+	if errors.As(err, &self) {
+		return self.Transient()
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

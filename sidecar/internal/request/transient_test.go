@@ -23,6 +23,7 @@ func TestIsTransient(t *testing.T) {
 		errors.New("psql: FATAL:  terminating connection due to administrator command"),
 		errors.New(`DuckDB: Invalid Error: Failed to execute query "ROLLBACK": `),
 		errors.New("drop_fork: x: 1 fork copies could not be dropped (fence cluster: this sidecar no longer holds the leader lock; the leader resumes its requests)"),
+		fmt.Errorf("cleanup: %w", selfJudged{transient: true, text: "permission denied"}), // its own word beats the text
 	}
 	final := []error{
 		request.Refusef("database x is in use"),
@@ -32,6 +33,7 @@ func TestIsTransient(t *testing.T) {
 		errors.New("syntax error at or near \"SELEC\""),
 		context.Canceled,
 		fmt.Errorf("job: %w", context.DeadlineExceeded),
+		fmt.Errorf("cleanup: %w", selfJudged{transient: false, text: "server closed the connection unexpectedly"}),
 	}
 	for _, err := range transient {
 		if !request.IsTransient(err) {
@@ -44,3 +46,12 @@ func TestIsTransient(t *testing.T) {
 		}
 	}
 }
+
+// selfJudged is an error that says whether it is transient (like lake.CleanupError).
+type selfJudged struct {
+	transient bool
+	text      string
+}
+
+func (e selfJudged) Error() string   { return e.text }
+func (e selfJudged) Transient() bool { return e.transient }
