@@ -61,6 +61,10 @@ func (h *harness) leftovers(ctx context.Context) ([]leftover, error) {
 		{controlDB, "fork_copies row", `SELECT database FROM dataenv.fork_copies`},
 		{controlDB, "fork_lake_namespaces row", `SELECT metadata_schema FROM dataenv.fork_lake_namespaces`},
 		{controlDB, "workspace", `SELECT id FROM dataenv.workspaces WHERE id <> 'prod'`},
+		{controlDB, "workspace_roles record of", `SELECT workspace FROM dataenv.workspace_roles WHERE workspace <> 'prod'`},
+		// Both clusters are the same server: its roles are every workspace role of the run.
+		{controlDB, "workspace role", `SELECT rolname FROM pg_roles WHERE rolname LIKE 'dataenv\_ws\_%'
+			AND rolname NOT IN (SELECT role FROM dataenv.workspace_roles WHERE workspace = 'prod')`},
 	}
 	for _, q := range queries {
 		found, err := h.names(ctx, q.db, q.sql)

@@ -92,7 +92,7 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	out := &Materialized{Workspace: args.Workspace, Target: args.Target, Strategy: args.Strategy, Status: "materialized",
 		MetadataSchema: plan.Target.SchemaName(), Forked: plan.Target.Forked, Notes: plan.Notes, Columns: []protocol.Column{}}
 	write, commit := writeSQL(table, query, args.Strategy, plan.TargetDrops), commitSQL(plan.TargetAlias, args.Target, req)
-	snap, done, err := h.committed(ctx, plan, req)
+	snap, done, err := h.committed(ctx, plan, req, req.Attempts > 1)
 	if err != nil {
 		return nil, request.Retryable(err)
 	}
@@ -111,6 +111,12 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 		if request.IsTransient(err) || ctx.Err() != nil {
 			// Not recorded: the next attempt writes (or finds the write committed) and records it.
 			return nil, err
+		}
+		if _, wrote, cerr := h.committed(ctx, plan, req, true); cerr != nil || wrote {
+			// The job failed after its write committed (a later block, or the COMMIT's answer
+			// lost): the write must not be recorded as failed. The next attempt finds it
+			// committed and records it without writing again.
+			return nil, request.Retryable(fmt.Errorf("materialize: the job failed after its write may have committed (%v); checking again", err))
 		}
 		out.Status = "failed"
 		if rerr := h.record(ctx, req, out, err.Error()); rerr != nil {
@@ -160,9 +166,10 @@ func commitSQL(alias, target string, req *request.Request) string {
 
 func commitTag(req *request.Request) string { return `{"dataenv_request":"` + req.ID.String() + `"}` }
 
-// committed returns the snapshot of the target namespace tagged with this request, if any.
-func (h *Handlers) committed(ctx context.Context, plan *lake.Plan, req *request.Request) (int64, bool, error) {
-	if req.Attempts <= 1 {
+// committed returns the snapshot of the target namespace tagged with this request, if any; it
+// looks only when look is set (the first attempt has nothing to find before it writes).
+func (h *Handlers) committed(ctx context.Context, plan *lake.Plan, req *request.Request, look bool) (int64, bool, error) {
+	if !look {
 		return 0, false, nil
 	}
 	ns := plan.Target
