@@ -107,6 +107,9 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	summary := fmt.Sprintf(`SELECT (SELECT max(snapshot_id) FROM ducklake_snapshots(%s)) AS snapshot_id,
        (SELECT count(*) FROM %s) AS total_rows`, lake.Literal(plan.TargetAlias), table)
 	res, err := h.runJob(ctx, plan, []string{plan.SQL, write, commit, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
+	if err == nil {
+		err = crashpoint.FailOnce("job.materialize.fail_after_commit") // tests: a job that fails after its commit
+	}
 	if err != nil {
 		if request.IsTransient(err) || ctx.Err() != nil {
 			// Not recorded: the next attempt writes (or finds the write committed) and records it.
