@@ -198,3 +198,30 @@ func TestMaterializeKilledAfterWrite(t *testing.T) {
 		t.Fatalf("table rows: %s", got)
 	}
 }
+
+// A materialize whose job fails with a final error after its write committed (a later block, or
+// the COMMIT's answer lost) is not recorded as failed: the next attempt finds the write's tagged
+// snapshot and records it, and the append is not repeated.
+func TestMaterializeFailingAfterItsCommitIsNotRecordedFailed(t *testing.T) {
+	e := newEnv(t)
+	storageKinds[0].setup(t, e)
+	e.workspace("prod", "")
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
+	e.startSidecar("DATAENV_CRASH_AT=job.materialize.fail_after_commit", "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.materialize('prod', 'ducklake://main/t', 'SELECT range AS x FROM range(7)', 'append')`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if row := e.wait(id); row.Status != "succeeded" {
+		t.Fatalf("materialize: %s %s", row.Status, deref(row.Error))
+	}
+	if got := queryString(t, e.conn, `SELECT count(*)::text || ' ' || max(status) || ' ' || max(row_count) FROM dataenv.materializations WHERE request_id = $1`, id); got != "1 materialized 7" {
+		t.Fatalf("materialization rows: %s", got)
+	}
+	if got := queryString(t, e.conn, `SELECT attempts::text FROM dataenv.requests WHERE id = $1`, id); got == "1" {
+		t.Fatal("the failure after the commit was not retried")
+	}
+	if got := e.run("prod", attachMain+"SELECT count(*) FROM dl.t").rowsText(); got != "7" {
+		t.Fatalf("table rows: %s", got)
+	}
+}

@@ -33,6 +33,7 @@ func runSidecar(ctx context.Context, args []string, _ io.Writer) error {
 // sidecarOptions are the flags every command that runs a sidecar shares (sidecar, dev).
 type sidecarOptions struct {
 	httpAddr, grace, logLevel, isolation, runnerPath, pgToolsDirs *string
+	rescueInterval, rescueAfter, retryWindow                      *string
 	concurrency                                                   *int
 	jobTimeout, jobMemory, jobDisk, jobCgroup, retention          *string
 	jobThreads, jobSpares                                         *int
@@ -46,6 +47,12 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 		logLevel:    fs.String("log-level", "info", "debug, info, warn or error"),
 		isolation:   fs.String("job-isolation", "", "isolation of DuckDB jobs: jailed, unshare or plain (default: jailed when bubblewrap is installed)"),
 		runnerPath:  fs.String("runner-path", "", "the dataenv-runner binary (default: next to dataenv)"),
+		rescueInterval: fs.String("rescue-interval", "2s",
+			"period of the leader's sweep that re-dispatches unfinished requests no worker holds"),
+		rescueAfter: fs.String("rescue-after", "2s",
+			"age (pending: since creation; running: since the last update) past which the sweep re-dispatches a request no worker holds"),
+		retryWindow: fs.String("retry-window", "30m",
+			"how long a request hitting transient faults (lost connections, restarts, lock timeouts) is retried before it fails"),
 		pgToolsDirs: fs.String("pg-tools-dirs", "", "directories (':'-separated) searched first for pg_dump, pg_restore and psql; "+
 			"each cluster's copies use tools at least as new as its server (then /usr/lib/postgresql/*/bin and PATH are searched)"),
 		retention: fs.String("request-retention", "168h", "how long finished requests are kept before the leader "+
@@ -65,9 +72,13 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 }
 
 func (o sidecarOptions) config() (app.Config, error) {
-	g, err := time.ParseDuration(*o.grace)
-	if err != nil {
-		return app.Config{}, err
+	var d [4]time.Duration
+	for i, f := range []struct{ name, v string }{{"shutdown-grace", *o.grace}, {"rescue-interval", *o.rescueInterval},
+		{"rescue-after", *o.rescueAfter}, {"retry-window", *o.retryWindow}} {
+		var err error
+		if d[i], err = time.ParseDuration(f.v); err != nil || d[i] <= 0 {
+			return app.Config{}, fmt.Errorf("--%s: %q is not a positive duration (for example 2s, 30m)", f.name, f.v)
+		}
 	}
 	limits, err := o.jobLimits()
 	if err != nil {
@@ -80,7 +91,8 @@ func (o sidecarOptions) config() (app.Config, error) {
 	if keep == 0 {
 		keep = -1
 	}
-	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: g,
+	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: d[0],
+		RescueInterval: d[1], RescueAfter: d[2], RetryWindow: d[3],
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
 		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup, JobWarmSpares: max(*o.jobSpares, 0),
 		RequestRetention: keep}, nil

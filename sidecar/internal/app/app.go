@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/daemon"
+	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/job"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
@@ -24,7 +26,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	pool, err := openPool(ctx, cfg.DSN)
+	instance := uuid.New()
+	pool, err := openPool(ctx, cfg.DSN, fence.SessionName(instance, fence.RoleControl))
 	if err != nil {
 		return err
 	}
@@ -37,21 +40,23 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer jobs.Close()
 	go jobs.Prewarm(ctx)
-	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, HTTPAddr: cfg.HTTPAddr, HTTPListener: cfg.HTTPListener,
-		Concurrency: cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
+	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, Instance: instance, HTTPAddr: cfg.HTTPAddr,
+		HTTPListener: cfg.HTTPListener,
+		Concurrency:  cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
+		RescueInterval: cfg.RescueInterval, RescueAfter: cfg.RescueAfter, RetryWindow: cfg.RetryWindow,
 		Registry: kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention})
 }
 
 // openPool opens the control pool every component shares. Its sessions pin search_path: the
 // sidecar's role owns the dataenv schema, and nothing it runs may resolve to an object another
 // role created.
-func openPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, dsn, appName string) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse control DSN: %w", err)
 	}
 	pcfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
-	pcfg.ConnConfig.RuntimeParams["application_name"] = "dataenv-sidecar"
+	pcfg.ConnConfig.RuntimeParams["application_name"] = appName
 	pcfg.MaxConns = 16
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {

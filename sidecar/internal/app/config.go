@@ -19,6 +19,14 @@ type Config struct {
 	ShutdownGrace time.Duration // SIGTERM: time for running handlers to finish, default 30s
 	Logger        *slog.Logger
 
+	// RescueInterval and RescueAfter tune the leader's rescuer (sidecar/internal/rescuer):
+	// every RescueInterval (default 2s) it re-dispatches unfinished requests older than
+	// RescueAfter (default 2s) that no worker holds.
+	RescueInterval time.Duration
+	RescueAfter    time.Duration
+	// RetryWindow is how long a request hitting transient faults is retried, default 30m.
+	RetryWindow time.Duration
+
 	// JobIsolation of DuckDB jobs: jailed, unshare or plain; "" picks jailed when bubblewrap is
 	// installed, else plain.
 	JobIsolation client.Isolation

@@ -35,8 +35,8 @@ var systemRootFiles = []string{
 	"/etc/ssl/cert.pem",
 }
 
-// libpq builds the environment for database of c.
-func (a *Admin) libpq(c *Cluster, database string) (*Libpq, error) {
+// libpq builds the environment for database of c; app is PGAPPNAME.
+func (a *Admin) libpq(c *Cluster, database, app string) (*Libpq, error) {
 	cfg, err := a.connConfig(c, database)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func (a *Admin) libpq(c *Cluster, database string) (*Libpq, error) {
 		"PGPASSWORD=" + cfg.Password,
 		"PGSSLMODE=" + sslmode,
 		"PGOPTIONS=-c search_path=pg_catalog,pg_temp",
-		"PGAPPNAME=dataenv",
+		"PGAPPNAME=" + app,
 		"PGCONNECT_TIMEOUT=10",
 	}}
 	if c.Kind == KindExternal && c.RootCertificatePEM != "" {
@@ -69,6 +69,9 @@ func (a *Admin) libpq(c *Cluster, database string) (*Libpq, error) {
 func (a *Admin) Libpq(ctx context.Context, cluster, database string) (*Libpq, error) {
 	var lp *Libpq
 	err := a.WithLifecycleLock(ctx, cluster, nil, func(ctx context.Context, l *Locked) error {
+		if err := a.fenceForLibpq(ctx, l); err != nil {
+			return err
+		}
 		var err error
 		lp, err = l.Libpq(database)
 		return err

@@ -32,12 +32,19 @@ UPDATE dataenv.requests r
    AND (o.claimed OR NOT r.cancel_requested)
 RETURNING r.id`
 
-// rowStateSQL reads where a request stands, to tell "not visible yet" from "stale".
+// rowStateSQL reads where a request stands, to tell "not visible yet" from "moved on".
 const rowStateSQL = `SELECT status, attempts, cancel_requested FROM dataenv.requests WHERE id = $1`
+
+// xactStatusSQL tells a transaction still in progress (its commit decoded, not yet visible: a
+// synchronous standby has not answered) from one that is over.
+const xactStatusSQL = `SELECT pg_catalog.pg_xact_status($1::xid8)`
+
+// RequestColumns are the columns ScanRequest reads, in its order.
+const RequestColumns = `id, kind, args, status, attempts, requested_by, cancel_requested, created_at`
 
 // unfinishedSQL lists requests to resume after a start, a reconnect or a lost slot.
 const unfinishedSQL = `
-SELECT id, kind, args, status, attempts, requested_by, cancel_requested, created_at
+SELECT ` + RequestColumns + `
   FROM dataenv.requests
  WHERE status IN ('pending', 'running')
  ORDER BY created_at, id`

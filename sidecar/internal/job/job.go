@@ -273,6 +273,9 @@ func signalName(ce *client.CrashError) string {
 func jobError(plan *lake.Plan, err error) error {
 	var je *client.JobError
 	if errors.As(err, &je) {
+		if request.TransientText(je.Message) { // a catalog connection lost, a server restarting
+			return request.Retryable(fmt.Errorf("DuckDB: %s", plan.Scrub(je.Message)))
+		}
 		return request.Refusef("DuckDB: %s", plan.Scrub(je.Message))
 	}
 	var ce *client.CrashError

@@ -112,7 +112,7 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 		out.Notes = append(out.Notes, fmt.Sprintf("seed_from_parent => false: the fork's table starts empty; it no longer reads the rows of %s", plan.TargetDefersTo))
 	}
 	write, commit := writeSQL(table, query, args.Strategy, plan.TargetDrops, seed), commitSQL(plan.TargetAlias, args.Target, req)
-	snap, done, err := h.committed(ctx, plan, req)
+	snap, done, err := h.committed(ctx, plan, req, req.Attempts > 1)
 	if err != nil {
 		return nil, request.Retryable(err)
 	}
@@ -127,7 +127,20 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	summary := fmt.Sprintf(`SELECT (SELECT max(snapshot_id) FROM ducklake_snapshots(%s)) AS snapshot_id,
        (SELECT count(*) FROM %s) AS total_rows`, lake.Literal(plan.TargetAlias), table)
 	res, err := h.runJob(ctx, plan, lim, []string{plan.SQL, write, commit, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
+	if err == nil {
+		err = crashpoint.FailOnce("job.materialize.fail_after_commit") // tests: a job that fails after its commit
+	}
 	if err != nil {
+		if request.IsTransient(err) || ctx.Err() != nil {
+			// Not recorded: the next attempt writes (or finds the write committed) and records it.
+			return nil, err
+		}
+		if _, wrote, cerr := h.committed(ctx, plan, req, true); cerr != nil || wrote {
+			// The job failed after its write committed (a later block, or the COMMIT's answer
+			// lost): the write must not be recorded as failed. The next attempt finds it
+			// committed and records it without writing again.
+			return nil, request.Retryable(fmt.Errorf("materialize: the job failed after its write may have committed (%v); checking again", err))
+		}
 		out.Status = "failed"
 		if rerr := h.record(ctx, req, out, err.Error()); rerr != nil {
 			return nil, request.Retryable(rerr)
@@ -188,9 +201,10 @@ func commitSQL(alias, target string, req *request.Request) string {
 
 func commitTag(req *request.Request) string { return `{"dataenv_request":"` + req.ID.String() + `"}` }
 
-// committed returns the snapshot of the target namespace tagged with this request, if any.
-func (h *Handlers) committed(ctx context.Context, plan *lake.Plan, req *request.Request) (int64, bool, error) {
-	if req.Attempts <= 1 {
+// committed returns the snapshot of the target namespace tagged with this request, if any; it
+// looks only when look is set (the first attempt has nothing to find before it writes).
+func (h *Handlers) committed(ctx context.Context, plan *lake.Plan, req *request.Request, look bool) (int64, bool, error) {
+	if !look {
 		return 0, false, nil
 	}
 	ns := plan.Target

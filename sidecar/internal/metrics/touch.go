@@ -22,4 +22,6 @@ func (m *Metrics) TouchAll() {
 	m.RunnerSpillStop()
 	m.RunnerCrash("SIGKILL")
 	m.JobLimitHit("timeout")
+	m.RequestRescued("pending")
+	m.SetOldestUnfinished(3*time.Second, time.Second)
 }
