@@ -36,7 +36,7 @@ type sidecarOptions struct {
 	rescueInterval, rescueAfter, retryWindow                      *string
 	concurrency                                                   *int
 	jobTimeout, jobMemory, jobDisk, jobCgroup, retention          *string
-	jobThreads, jobSpares                                         *int
+	jobThreads, jobSpares, jobConc, jobsPerUser, jobsPerWS        *int
 }
 
 func sidecarFlags(fs flagSet) sidecarOptions {
@@ -66,6 +66,11 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 			"written into the workspace's local lake paths"),
 		jobSpares: fs.Int("job-warm-spares", 2, "warm spare DuckDB runners kept per isolation mode (started, DuckDB open, "+
 			"extensions loaded; each runs one job, refilled in the background); 0 disables"),
+		jobConc: fs.Int("job-concurrency", 4, "DuckDB jobs run at once, on workers of their own "+
+			"(control-plane requests, --concurrency of them, never wait behind jobs)"),
+		jobsPerUser: fs.Int("job-concurrency-per-user", 0, "DuckDB jobs one user runs at once; the rest wait in the queue, "+
+			"their position in their steps (default: --job-concurrency minus 1, so a slot stays for others)"),
+		jobsPerWS: fs.Int("job-concurrency-per-workspace", 0, "DuckDB jobs one workspace runs at once (default: --job-concurrency minus 1)"),
 		jobCgroup: fs.String("job-cgroup", "auto", "memory cgroup under which each runner gets a cgroup of its own: "+
 			"a directory (v1 memory controller or v2), auto (the sidecar's own memory cgroup when a child can be made there), or off"),
 	}
@@ -95,6 +100,7 @@ func (o sidecarOptions) config() (app.Config, error) {
 		RescueInterval: d[1], RescueAfter: d[2], RetryWindow: d[3],
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
 		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup, JobWarmSpares: max(*o.jobSpares, 0),
+		JobConcurrency: *o.jobConc, JobsPerUser: *o.jobsPerUser, JobsPerWorkspace: *o.jobsPerWS,
 		RequestRetention: keep}, nil
 }
 

@@ -36,6 +36,10 @@ type Config struct {
 	RequestRetention time.Duration
 	// JobLimits are the installation's default job limits; zero fields take job.DefaultLimits.
 	JobLimits job.Limits
+	// JobConcurrency is how many DuckDB jobs run at once (default 4), on workers of their own:
+	// control-plane requests never wait behind jobs. JobsPerUser and JobsPerWorkspace cap one
+	// user's and one workspace's share (default JobConcurrency - 1).
+	JobConcurrency, JobsPerUser, JobsPerWorkspace int
 	// JobWarmSpares is how many warm spare runners are kept per isolation mode (0: none).
 	JobWarmSpares int
 	// JobCgroup is the memory cgroup runners get a cgroup of their own under: a directory,

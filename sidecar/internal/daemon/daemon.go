@@ -52,6 +52,11 @@ type Config struct {
 	Gatherer    prometheus.Gatherer // served on /metrics (required)
 	// RequestRetention keeps finished requests this long; default 7 days, negative forever.
 	RequestRetention time.Duration
+	// JobKinds run on job workers of their own (JobConcurrency, at most JobsPerUser per user
+	// and JobsPerWorkspace per workspace), so control-plane kinds never wait behind jobs; see
+	// dispatch.Config.
+	JobKinds                                      []string
+	JobConcurrency, JobsPerUser, JobsPerWorkspace int
 }
 
 func (c *Config) defaults() {

@@ -33,7 +33,9 @@ func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease) {
 	s.takeover(leaseCtx)
 	d := dispatch.New(dispatch.Config{Pool: s.pool, DSN: s.cfg.DSN, Instance: s.id,
 		GateAppName: fence.SessionName(s.id, fence.RoleGate), Registry: s.cfg.Registry,
-		Concurrency: s.cfg.Concurrency, RetryWindow: s.cfg.RetryWindow, Logger: s.cfg.Logger, Observer: s.cfg.Metrics})
+		Concurrency: s.cfg.Concurrency, RetryWindow: s.cfg.RetryWindow, Logger: s.cfg.Logger, Observer: s.cfg.Metrics,
+		JobKinds: s.cfg.JobKinds, JobConcurrency: s.cfg.JobConcurrency, JobsPerUser: s.cfg.JobsPerUser,
+		JobsPerWorkspace: s.cfg.JobsPerWorkspace})
 	d.Start(leaseCtx, workCtx)
 	go retention.New(retention.Config{Pool: s.pool, Retention: s.cfg.RequestRetention, Logger: s.cfg.Logger}).Run(workCtx)
 	resc := rescuer.New(rescuer.Config{Pool: s.pool, Dispatcher: d, Interval: s.cfg.RescueInterval,

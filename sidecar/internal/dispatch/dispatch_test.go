@@ -44,15 +44,17 @@ type fixture struct {
 	sig     *dispatch.Signals
 	release chan struct{} // closes to let test_block handlers return
 	mu      sync.Mutex
-	seen    []*request.Request // requests test handlers were called with
-	failed  map[uuid.UUID]bool // test_fail_once: the requests that failed once already
+	seen    []*request.Request          // requests test handlers were called with
+	failed  map[uuid.UUID]bool          // test_fail_once: the requests that failed once already
+	held    map[uuid.UUID]chan struct{} // test_job: closed by releaseJob to let one request return
 	stash   map[chan dispatch.Event][]dispatch.Event
 }
 
 // test kinds: test_ok succeeds; test_block waits for release (or its context); test_fail_once
 // fails with a transient fault at its first attempt, test_fail_always at every one; test_ping is
 // stateless.
-var testKinds = []string{"test_ok", "test_block", "test_fail_once", "test_fail_always", "test_ping"}
+// test_job waits until releaseJob lets that one request return.
+var testKinds = []string{"test_ok", "test_block", "test_fail_once", "test_fail_always", "test_ping", "test_job"}
 
 type stateless struct{ request.HandlerFunc }
 
@@ -62,7 +64,7 @@ func newFixture(t *testing.T, tune func(*dispatch.Config)) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fixture{t: t, ctx: ctx, release: make(chan struct{}), failed: map[uuid.UUID]bool{},
-		stash: map[chan dispatch.Event][]dispatch.Event{}}
+		stash: map[chan dispatch.Event][]dispatch.Event{}, held: map[uuid.UUID]chan struct{}{}}
 	f.db = pg.CreateDatabase(t)
 	f.dsn = pg.DSN(f.db)
 	f.conn = pg.Connect(t, f.db)
@@ -85,6 +87,7 @@ func newFixture(t *testing.T, tune func(*dispatch.Config)) *fixture {
 		return nil, request.Retryable(errors.New("the cluster is restarting"))
 	}))
 	reg.Register("test_ping", stateless{request.HandlerFunc(f.ok)})
+	reg.Register("test_job", request.HandlerFunc(f.job))
 	f.sig = dispatch.NewSignals()
 	cfg := dispatch.Config{Pool: pool, DSN: f.dsn, Instance: uuid.New(), Registry: reg, Signals: f.sig,
 		Logger: slog.New(slog.DiscardHandler)}

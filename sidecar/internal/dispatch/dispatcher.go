@@ -27,7 +27,15 @@ type Config struct {
 	GateAppName string            // application_name of the gate connection, default "dataenv"
 	Instance    uuid.UUID         // this sidecar process (names the sessions of each attempt)
 	Registry    *request.Registry // handlers per kind
-	Concurrency int               // parallel handlers, default 8
+	Concurrency int               // parallel handlers of control-plane kinds, default 8
+	// JobKinds are the kinds that run on the job workers (run, materialize): JobConcurrency of
+	// them, at most JobsPerUser per requesting user and JobsPerWorkspace per workspace (args'
+	// workspace) at once. Empty: every kind is control-plane.
+	JobKinds         []string
+	JobConcurrency   int           // default 4
+	JobsPerUser      int           // default JobConcurrency - 1 (at least 1): a slot stays for others
+	JobsPerWorkspace int           // default JobConcurrency - 1 (at least 1)
+	QueueReportEvery time.Duration // least time between two rounds of queue steps, default 1s
 	// RetryWindow is how long a request whose handler keeps hitting transient faults is retried
 	// (each retry a new attempt, capped backoff) before it fails; default 30 minutes.
 	RetryWindow time.Duration
@@ -49,6 +57,11 @@ type entry struct {
 	userStop atomic.Bool             // dataenv.cancel() was called
 	durable  bool                    // claimed (running committed) or finished
 	acks     []*txAck                // transactions waiting for this entry to be durable
+
+	class int      // classControl or classJob
+	owner jobOwner // a job's user and workspace
+	// queueNote is the last queue step written (touched by the queue reporter only).
+	queueNote string
 
 	// Touched only by the worker holding the entry, or by its deferral timer afterwards.
 	claimTries   int       // claims in a row that matched no row
@@ -74,9 +87,14 @@ type Dispatcher struct {
 	queue    []*entry
 	running  int
 	deferred int
-	wake     chan struct{}
+	wakes    [numClasses]chan struct{}
 	stopping bool
-	wg       sync.WaitGroup
+	// running jobs in total, per user and per workspace (the caps of Config.JobsPer*)
+	jobsRunning     int
+	jobsByUser      map[string]int
+	jobsByWorkspace map[string]int
+	queueSig        chan struct{}
+	wg              sync.WaitGroup
 
 	unwritten atomic.Int64 // outcomes handed to the writer and not yet written or dropped
 }
@@ -104,7 +122,23 @@ func New(cfg Config) *Dispatcher {
 	if cfg.GateAppName == "" {
 		cfg.GateAppName = "dataenv"
 	}
-	d := &Dispatcher{cfg: cfg, inflight: map[uuid.UUID]*entry{}, wake: make(chan struct{}, 1)}
+	if cfg.JobConcurrency <= 0 {
+		cfg.JobConcurrency = 4
+	}
+	if cfg.JobsPerUser <= 0 {
+		cfg.JobsPerUser = max(cfg.JobConcurrency-1, 1)
+	}
+	if cfg.JobsPerWorkspace <= 0 {
+		cfg.JobsPerWorkspace = max(cfg.JobConcurrency-1, 1)
+	}
+	if cfg.QueueReportEvery <= 0 {
+		cfg.QueueReportEvery = time.Second
+	}
+	d := &Dispatcher{cfg: cfg, inflight: map[uuid.UUID]*entry{}, jobsByUser: map[string]int{},
+		jobsByWorkspace: map[string]int{}, queueSig: make(chan struct{}, 1)}
+	for c := range d.wakes {
+		d.wakes[c] = make(chan struct{}, 1)
+	}
 	d.gate = newGate(cfg.DSN, cfg.GateAppName, cfg.GateLimit, cfg.Logger)
 	d.writer = &writer{pool: cfg.Pool, log: cfg.Logger, in: make(chan *outcome, 4*cfg.MaxBatch),
 		maxBatch: cfg.MaxBatch, done: d.outcomeDone, signals: cfg.Signals}
@@ -117,7 +151,14 @@ func (d *Dispatcher) Start(ctx context.Context, workCtx context.Context) {
 	go d.writer.run(ctx)
 	for range d.cfg.Concurrency {
 		d.wg.Add(1)
-		go d.worker(workCtx)
+		go d.worker(workCtx, classControl)
+	}
+	if len(d.cfg.JobKinds) > 0 {
+		for range d.cfg.JobConcurrency {
+			d.wg.Add(1)
+			go d.worker(workCtx, classJob)
+		}
+		go d.reportQueue(workCtx)
 	}
 }
 
@@ -205,7 +246,11 @@ func (d *Dispatcher) admitLocked(req request.Request, xact string, fromScan bool
 		}
 		return e
 	}
-	e := &entry{req: req, xact: xact, fromScan: fromScan, enqueued: d.cfg.Now()}
+	e := &entry{req: req, xact: xact, fromScan: fromScan, enqueued: d.cfg.Now(), class: d.classOf(req.Kind)}
+	if e.class == classJob {
+		e.owner = ownerOf(req)
+		d.queueChanged()
+	}
 	if req.CancelRequested {
 		e.userStop.Store(true)
 	}
@@ -288,10 +333,10 @@ func (d *Dispatcher) later(e *entry, delay time.Duration) {
 	})
 }
 
+// poke wakes an idle worker of every class.
 func (d *Dispatcher) poke() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
+	for c := range d.wakes {
+		d.pokeClass(c)
 	}
 }
 

@@ -16,6 +16,7 @@ type Signals struct {
 	Retrying chan Event // a handler hit a transient fault; a new attempt follows after a backoff
 	Written  chan Event // an outcome committed
 	Stale    chan Event // an outcome was dropped: its row moved on
+	Queued   chan Event // a waiting job was told its queue position (Reason is the text)
 }
 
 // Event is one transition of one request.
@@ -29,7 +30,7 @@ type Event struct {
 // NewSignals returns signals with every channel buffered.
 func NewSignals() *Signals {
 	mk := func() chan Event { return make(chan Event, 1024) }
-	return &Signals{Claimed: mk(), Deferred: mk(), LetGo: mk(), Retrying: mk(), Written: mk(), Stale: mk()}
+	return &Signals{Claimed: mk(), Deferred: mk(), LetGo: mk(), Retrying: mk(), Written: mk(), Stale: mk(), Queued: mk()}
 }
 
 // send delivers ev on the channel pick chooses, if signals are set up.
@@ -53,3 +54,4 @@ func sigLetGo(s *Signals) chan Event    { return s.LetGo }
 func sigRetrying(s *Signals) chan Event { return s.Retrying }
 func sigWritten(s *Signals) chan Event  { return s.Written }
 func sigStale(s *Signals) chan Event    { return s.Stale }
+func sigQueued(s *Signals) chan Event   { return s.Queued }

@@ -16,6 +16,11 @@ const appendStepSQL = `
 UPDATE dataenv.requests SET steps = steps || $3::jsonb, updated_at = clock_timestamp()
  WHERE id = $1 AND attempts = $2 AND status = 'running'`
 
+// appendQueueStepSQL appends a step to a job that still waits in the queue (pending). It leaves
+// updated_at alone: waiting is not progress.
+const appendQueueStepSQL = `
+UPDATE dataenv.requests SET steps = steps || $2::jsonb WHERE id = $1 AND status = 'pending'`
+
 // outcomeSQL writes a batch of outcomes in one statement (one commit, one NOTIFY flush). Claimed
 // requests must still be running with the same attempt; stateless ones (never claimed) must still
 // be pending with the attempt they were read with, and take attempt+1 now.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
@@ -14,22 +15,29 @@ import (
 
 var errCancelledByUser = errors.New("cancelled by dataenv.cancel()")
 
-func (d *Dispatcher) worker(ctx context.Context) {
+// worker runs entries of one class (fair.go) until the dispatcher stops.
+func (d *Dispatcher) worker(ctx context.Context, class int) {
 	defer d.wg.Done()
 	for {
-		e := d.next(ctx)
+		e := d.next(ctx, class)
 		if e == nil {
 			return
 		}
 		d.process(ctx, e)
 		d.mu.Lock()
 		d.running--
+		d.doneLocked(e)
 		d.mu.Unlock()
+		if class == classJob {
+			// A job's caps are free again: a waiting job may start, and the waiting move up.
+			d.pokeClass(classJob)
+			d.queueChanged()
+		}
 	}
 }
 
-// next pops the oldest queued entry, or returns nil when stopping.
-func (d *Dispatcher) next(ctx context.Context) *entry {
+// next takes the entry a worker of class runs next (pickLocked), or returns nil when stopping.
+func (d *Dispatcher) next(ctx context.Context, class int) *entry {
 	for {
 		d.mu.Lock()
 		if d.stopping {
@@ -37,14 +45,18 @@ func (d *Dispatcher) next(ctx context.Context) *entry {
 			d.poke() // wake the next idle worker so it sees stopping too
 			return nil
 		}
-		if len(d.queue) > 0 {
-			e := d.queue[0]
-			d.queue = d.queue[1:]
+		if i := d.pickLocked(class); i >= 0 {
+			e := d.queue[i]
+			d.queue = slices.Delete(d.queue, i, i+1)
 			d.running++
-			more := len(d.queue) > 0
+			d.startLocked(e)
+			more := d.pickLocked(class) >= 0
 			d.mu.Unlock()
 			if more {
-				d.poke()
+				d.pokeClass(class)
+			}
+			if class == classJob {
+				d.queueChanged()
 			}
 			return e
 		}
@@ -52,7 +64,7 @@ func (d *Dispatcher) next(ctx context.Context) *entry {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-d.wake:
+		case <-d.wakes[class]:
 		}
 	}
 }
