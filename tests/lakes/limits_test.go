@@ -210,3 +210,52 @@ func TestJobsRunOnWarmSpares(t *testing.T) {
 		}
 	}
 }
+
+// Control-plane requests have capacity of their own: with every job slot busy and more jobs
+// queued, a ping succeeds while all the jobs are still unfinished, and a queued job's steps say
+// where it stands.
+func TestPingDoesNotWaitForJobs(t *testing.T) {
+	e := newEnv(t)
+	e.workspace("prod", "")
+	e.startSidecar("DATAENV_JOB_CONCURRENCY=2", "DATAENV_JOB_WARM_SPARES=0")
+	ctx := context.Background()
+	var jobs []uuid.UUID
+	for range 6 {
+		var id uuid.UUID
+		if err := e.conn.QueryRow(ctx, `SELECT dataenv.run('prod', 'SELECT count(*) FROM range(1000000000000) a WHERE a.range % 7 = 3')`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, id)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.requests WHERE kind = 'run' AND status = 'running'`) == "0" {
+		if time.Now().After(deadline) {
+			t.Fatal("no job started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var ping uuid.UUID
+	if err := e.conn.QueryRow(ctx, `SELECT dataenv.ping()`).Scan(&ping); err != nil {
+		t.Fatal(err)
+	}
+	if row := e.wait(ping); row.Status != "succeeded" {
+		t.Fatalf("ping: %s %s", row.Status, deref(row.Error))
+	}
+	if n := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.requests WHERE id = ANY($1) AND status IN ('pending', 'running')`, jobs); n != "6" {
+		t.Fatalf("%s of the 6 jobs unfinished when the ping was done; want 6", n)
+	}
+	for queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.requests WHERE id = ANY($1) AND status = 'pending' AND steps::text LIKE '%waiting jobs%'`, jobs) == "0" {
+		if time.Now().After(deadline) {
+			t.Fatal("no queued job says its position in its steps")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range jobs {
+		mustExec(t, e.conn, `SELECT dataenv.cancel($1)`, id)
+	}
+	for _, id := range jobs {
+		if row := e.wait(id); row.Status != "cancelled" {
+			t.Fatalf("job %s: %s %s", id, row.Status, deref(row.Error))
+		}
+	}
+}
