@@ -225,3 +225,33 @@ func TestMaterializeFailingAfterItsCommitIsNotRecordedFailed(t *testing.T) {
 		t.Fatalf("table rows: %s", got)
 	}
 }
+
+// A drop_fork whose workspace role drop hits a transient fault is retried, and the retry (the
+// workspace row already gone, nothing else left) drops the role instead of reporting the fork
+// dropped with its role left behind.
+func TestDropForkRetriedAfterARoleDropFault(t *testing.T) {
+	e := newEnv(t)
+	storageKinds[0].setup(t, e)
+	e.workspace("prod", "")
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
+	e.startSidecar("DATAENV_CRASH_AT=cluster.workspace_role.fail_drop", "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
+	e.workspace("dev", "prod")
+	e.run("dev", attachMain+"SELECT 1") // the job makes the fork's workspace role
+	role := queryString(t, e.conn, `SELECT coalesce(string_agg(role, ','), '') FROM dataenv.workspace_roles WHERE workspace = 'dev'`)
+	if role == "" {
+		t.Fatal("the fork has no workspace role to drop")
+	}
+	row := e.dropFork("dev")
+	if row.Status != "succeeded" {
+		t.Fatalf("drop_fork: %s %s", row.Status, deref(row.Error))
+	}
+	if row.Attempts < 2 {
+		t.Fatalf("attempts %d: the injected fault did not strike", row.Attempts)
+	}
+	if n := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.workspace_roles WHERE workspace = 'dev'`); n != "0" {
+		t.Fatalf("%s workspace role records remain", n)
+	}
+	if n := queryString(t, e.conn, `SELECT count(*)::text FROM pg_roles WHERE rolname = $1`, role); n != "0" {
+		t.Fatalf("role %s remains on the cluster", role)
+	}
+}

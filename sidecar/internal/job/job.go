@@ -269,11 +269,28 @@ func signalName(ce *client.CrashError) string {
 	return fmt.Sprintf("signal_%d", int(ce.Signal))
 }
 
+// foreignConnection reports whether a DuckDB error is about a connection the job's own SQL asked
+// for (a postgres_scan or ATTACH of a connection string it wrote): DuckDB names the connection
+// string it failed to reach, and every one dataenv gives a job carries an application_name
+// (fence.AppName). Such a failure is the job's, not a fault another attempt cures.
+func foreignConnection(msg string) bool {
+	const prefix = "Unable to connect to Postgres at "
+	i := strings.Index(msg, prefix)
+	if i < 0 {
+		return false
+	}
+	rest := msg[i+len(prefix):]
+	if j := strings.Index(rest, ": "); j >= 0 {
+		rest = rest[:j]
+	}
+	return !strings.Contains(rest, "application_name=")
+}
+
 // jobError turns a runner error into the request's error text, without secrets.
 func jobError(plan *lake.Plan, err error) error {
 	var je *client.JobError
 	if errors.As(err, &je) {
-		if request.TransientText(je.Message) { // a catalog connection lost, a server restarting
+		if request.TransientText(je.Message) && !foreignConnection(je.Message) { // a catalog connection lost, a server restarting
 			return request.Retryable(fmt.Errorf("DuckDB: %s", plan.Scrub(je.Message)))
 		}
 		return request.Refusef("DuckDB: %s", plan.Scrub(je.Message))

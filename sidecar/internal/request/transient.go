@@ -99,7 +99,7 @@ var transientPhrases = []string{
 
 // actionPhrases are failures a person must act on even when they come as a connection error.
 var actionPhrases = []string{
-	"password authentication failed", "authentication failed", "no pg_hba.conf entry",
+	"password authentication failed", "authentication failed", "no pg_hba.conf entry", "no password supplied",
 	"permission denied", "does not exist", "certificate",
 }
 

@@ -31,6 +31,7 @@ func TestIsTransient(t *testing.T) {
 		pg("28P01"), pg("42501"), pg("3D000"), pg("22023"),
 		errors.New("pg_dump: error: connection to server at \"h\" failed: FATAL:  password authentication failed for user \"x\""),
 		errors.New("syntax error at or near \"SELEC\""),
+		errors.New(`DuckDB: IO Error: Unable to connect to Postgres at "host=h dbname=x": connection to server at "h", port 5432 failed: fe_sendauth: no password supplied`),
 		context.Canceled,
 		fmt.Errorf("job: %w", context.DeadlineExceeded),
 		fmt.Errorf("cleanup: %w", selfJudged{transient: false, text: "server closed the connection unexpectedly"}),

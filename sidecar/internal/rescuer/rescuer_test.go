@@ -154,7 +154,8 @@ func TestRescuesPendingAndOrphanedRunningRequests(t *testing.T) {
 	f.age(orphan, "running", 2, time.Minute)
 	young := f.insert("test_ok")
 	busy := f.insert("test_block")
-	if !f.d.Rescue(request.Request{ID: busy, Kind: "test_block", Status: request.Pending}) {
+	requester := testenv.Query[string](t, f.conn, `SELECT requested_by FROM dataenv.requests WHERE id = $1`, busy)
+	if !f.d.Rescue(request.Request{ID: busy, Kind: "test_block", Status: request.Pending, RequestedBy: requester}) {
 		t.Fatal("could not queue the busy request")
 	}
 	events(t, f.sig.Claimed, busy)

@@ -141,7 +141,10 @@ func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dr
 	ws, err := control.ReadWorkspace(ctx, pool, args.Fork)
 	if errors.Is(err, control.ErrNotFound) {
 		var left bool
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.workspace_leftovers($1))`, args.Fork).Scan(&left); err != nil {
+		// The workspace role records count too: a retry after a role drop that failed (or was
+		// interrupted) must drop the roles, not report the fork dropped with its roles left.
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.workspace_leftovers($1))
+			OR EXISTS (SELECT FROM dataenv.workspace_roles WHERE workspace = $1)`, args.Fork).Scan(&left); err != nil {
 			return nil, retryable(err)
 		}
 		if !left {
