@@ -42,12 +42,17 @@ func (h *Handlers) PrepareTools(ctx context.Context, workspace string, rep reque
 	script := fmt.Sprintf("-- dataenv: workspace %s has no lakes.\n", workspace)
 	settings := lake.ToolSettings{Extensions: []string{}, Secrets: []lake.ToolSecret{}, Attaches: []lake.ToolAttach{}}
 	if len(out.Lakes) > 0 {
+		// The workspace's job limits apply: preparing is a job on the workspace's runner.
+		lim, err := h.limits(ctx, workspace, 0)
+		if err != nil {
+			return nil, err
+		}
 		plan, err := h.cfg.Resolver.Resolve(ctx, workspace, lake.ToolJobSQL(out.Lakes), nil, rep)
 		if err != nil {
 			return nil, err
 		}
 		defer plan.Close()
-		if _, err := h.runJob(ctx, plan, []string{plan.SQL}, true, 0); err != nil {
+		if _, err := h.runJob(ctx, plan, lim, []string{plan.SQL}, true, 0); err != nil {
 			return nil, fmt.Errorf("prepare the lakes of workspace %q: %w", workspace, err)
 		}
 		script, settings = plan.ToolScript(workspace), plan.ToolSettings()

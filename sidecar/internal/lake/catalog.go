@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -144,7 +145,9 @@ func (c *catalogs) Conn(ctx context.Context, clusterName, database string) (cata
 			}
 		}
 	}
-	path = append(path, "application_name='dataenv-job'")
+	// A job's catalog sessions carry its attempt's name, so a later attempt fences them too; the
+	// tools' script and dbt profile are used outside any request.
+	path = append(path, "application_name="+kvQuote(fence.AppName(ctx, "dataenv-job")))
 	toolPath = append(toolPath, "application_name='dataenv-tools'")
 	dbtPath = append(dbtPath, "application_name=dataenv-tools")
 	cc := catalogConn{Path: strings.Join(path, " "), Secret: info.Name,
