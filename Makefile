@@ -17,7 +17,7 @@ MATRIX_FOCUS_RUN  ?= ^(TestForkModes|TestFullCopyOfBusyParent|TestForkFidelity|T
 # deps.sh prepares roots for these versions; the tests that cover every version read it too.
 export DATAENV_PG_ROOT_VERSIONS := $(PG_MATRIX)
 
-.PHONY: help deps build test test-matrix bench lint run clean
+.PHONY: help deps build test test-matrix bench chaos lint run clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -47,6 +47,9 @@ test-matrix: deps ## run the focused suite on each PG_MATRIX version (PostgreSQL
 
 bench: deps ## run the benchmarks (tests/bench) and update BENCHMARKS.md; BENCH_FLAGS='-only pipeline' for some
 	$(GO) run ./tests/bench $(BENCH_FLAGS)
+
+chaos: deps ## run the chaos harness (tests/chaos: 1,000 leader kills and every other fault) and update RELIABILITY.md; CHAOS_FLAGS='-kills 100' for a short run
+	$(GO) run ./tests/chaos $(CHAOS_FLAGS)
 
 lint: ## gofmt, go vet, go mod tidy, and no test code in the shipped binaries
 	@out="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))"; \

@@ -20,10 +20,15 @@ SELECT s.instance_id,
        slot.confirmed_flush_lsn AS slot_confirmed_lsn,
        pg_wal_lsn_diff(pg_current_wal_lsn(), slot.restart_lsn)::bigint AS slot_retained_wal_bytes,
        (SELECT max(version) FROM dataenv.schema_migrations) AS schema_version,
-       s.ready AND s.heartbeat_at > clock_timestamp() - interval '30 s' AS ready
+       s.ready AND s.heartbeat_at > clock_timestamp() - interval '30 s' AS ready,
+       age.oldest_pending_age,
+       age.oldest_unfinished_age
   FROM dataenv.sidecars s
   LEFT JOIN pg_catalog.pg_replication_slots slot
-         ON slot.slot_name = dataenv.slot_name();
+         ON slot.slot_name = dataenv.slot_name()
+ CROSS JOIN (SELECT clock_timestamp() - min(r.created_at) FILTER (WHERE r.status = 'pending') AS oldest_pending_age,
+                    clock_timestamp() - min(r.created_at) AS oldest_unfinished_age
+               FROM dataenv.requests r WHERE r.status IN ('pending', 'running')) age;
 COMMENT ON VIEW dataenv.sidecar_status IS
-    'One row per sidecar process: leader, heartbeat, confirmed LSN, retained WAL, schema version, readiness.';
+    'One row per sidecar process: leader, heartbeat, confirmed LSN, retained WAL, schema version, readiness; and, for the installation, the age of the oldest pending and of the oldest unfinished (pending or running) request (NULL when there is none).';
 GRANT SELECT ON dataenv.sidecar_status TO dataenv_user, dataenv_admin;

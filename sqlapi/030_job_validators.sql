@@ -42,8 +42,10 @@ BEGIN
         END IF;
     END LOOP;
     IF args ? 'max_result_bytes' AND (jsonb_typeof(args->'max_result_bytes') <> 'number'
-        OR (args->>'max_result_bytes')::numeric NOT BETWEEN 1 AND 104857600) THEN
-        RAISE EXCEPTION '%: max_result_bytes must be a number of bytes between 1 and 104857600', fn USING ERRCODE = '22023';
+        OR (args->>'max_result_bytes')::numeric NOT BETWEEN 1 AND 16777216) THEN
+        RAISE EXCEPTION '%: max_result_bytes must be a number of bytes between 1 and 16777216 (16 MiB)', fn
+            USING ERRCODE = '22023',
+                  HINT = 'A result is kept in dataenv.requests; for more rows, materialize the query into a lake table (dataenv.materialize).';
     END IF;
 END
 $$;
@@ -54,7 +56,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM dataenv.check_job_keys('run', args, ARRAY['workspace', 'sql', 'max_result_bytes']);
+    PERFORM dataenv.check_job_keys('run', args, ARRAY['workspace', 'sql', 'max_result_bytes', 'timeout_seconds']);
     IF jsonb_typeof(args->'workspace') IS DISTINCT FROM 'string' THEN
         RAISE EXCEPTION 'run: workspace is required (a string)' USING ERRCODE = '22023';
     END IF;
@@ -62,9 +64,10 @@ BEGIN
     IF jsonb_typeof(args->'sql') IS DISTINCT FROM 'string' OR btrim(args->>'sql', E' \t\r\n;') = '' THEN
         RAISE EXCEPTION 'run: sql is required (DuckDB SQL text)' USING ERRCODE = '22023';
     END IF;
+    PERFORM dataenv.check_job_timeout('run', args);
 END
 $$;
-COMMENT ON FUNCTION dataenv.validate_run(jsonb) IS 'Validates the args of a run request: workspace, sql[, max_result_bytes].';
+COMMENT ON FUNCTION dataenv.validate_run(jsonb) IS 'Validates the args of a run request: workspace, sql[, max_result_bytes, timeout_seconds].';
 
 -- 'ducklake://<lake>/<table>' → (lake, table), or a clear error.
 CREATE OR REPLACE FUNCTION dataenv.parse_lake_target(fn text, target text, OUT lake text, OUT table_name text)
@@ -96,7 +99,7 @@ DECLARE
     t record;
 BEGIN
     PERFORM dataenv.check_job_keys('materialize', args, ARRAY['workspace', 'target', 'query', 'strategy', 'max_result_bytes',
-                                                          'seed_from_parent']);
+                                                          'seed_from_parent', 'timeout_seconds']);
     IF jsonb_typeof(args->'workspace') IS DISTINCT FROM 'string' THEN
         RAISE EXCEPTION 'materialize: workspace is required (a string)' USING ERRCODE = '22023';
     END IF;
@@ -118,10 +121,11 @@ BEGIN
     IF args ? 'seed_from_parent' AND jsonb_typeof(args->'seed_from_parent') <> 'boolean' THEN
         RAISE EXCEPTION 'materialize: seed_from_parent must be true or false' USING ERRCODE = '22023';
     END IF;
+    PERFORM dataenv.check_job_timeout('materialize', args);
 END
 $$;
 COMMENT ON FUNCTION dataenv.validate_materialize(jsonb) IS
-    'Validates the args of a materialize request: workspace, target (ducklake://<lake>/<table>), query, strategy (replace or append), seed_from_parent (boolean).';
+    'Validates the args of a materialize request: workspace, target (ducklake://<lake>/<table>), query, strategy (replace or append), seed_from_parent (boolean), timeout_seconds.';
 
 INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, description)
 VALUES ('run', 'dataenv.validate_run(jsonb)'::regprocedure, 'workspace_member', 'workspace',

@@ -16,8 +16,12 @@ type Client struct {
 	installMu sync.Mutex
 
 	mu     sync.Mutex
-	spares map[Isolation]*process
-	closed bool
+	spares map[Isolation][]*process
+	// starting counts spares being started per mode, so concurrent refills do not overshoot.
+	starting map[Isolation]int
+	// changed is closed (and replaced) whenever a spare has started or failed to.
+	changed chan struct{}
+	closed  bool
 }
 
 // New returns a Client. It fails when the runner binary cannot be found.
@@ -26,7 +30,11 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, spares: map[Isolation]*process{}}, nil
+	if cfg.CgroupParent != "" {
+		sweepStaleCgroups(cfg.CgroupParent)
+	}
+	return &Client{cfg: cfg, spares: map[Isolation][]*process{}, starting: map[Isolation]int{},
+		changed: make(chan struct{})}, nil
 }
 
 // Config returns the client's configuration with defaults filled in.
@@ -34,15 +42,15 @@ func (c *Client) Config() Config { return c.cfg }
 
 // Run runs job in a runner process of its own and returns its rows. Cancelling ctx kills the
 // runner's whole process group. Errors: *JobError (DuckDB refused the SQL), *CrashError (the
-// runner died: the signal is named), *SpillError (the watchdog stopped it),
-// ErrResultSymlink, or the context's error (context.Canceled, or context.DeadlineExceeded
-// when Job.Timeout passed).
+// runner died: the signal is named), *SpillError (the disk watchdog stopped it), *LimitError
+// (Job.Timeout passed: it matches context.DeadlineExceeded too; or the kernel ended the runner
+// at its cgroup's Job.MemoryMax), ErrResultSymlink, or the context's error.
 func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 	start := time.Now()
 	if job.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, job.Timeout,
-			fmt.Errorf("the job ran longer than its timeout of %s", job.Timeout))
+		ctx, cancel = context.WithTimeoutCause(ctx, job.Timeout, &LimitError{Limit: LimitTimeout,
+			Value: job.Timeout.String(), Detail: fmt.Sprintf("the job ran longer than its timeout of %s", job.Timeout)})
 		defer cancel()
 	}
 	mode, req, err := c.prepare(ctx, job)
@@ -53,13 +61,22 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer p.work.remove()
+	defer p.cleanup()
 	if c.cfg.WarmSpare {
 		// The next spare warms up once this job is done, not while it competes for the CPU.
 		defer func() { go c.refill(mode) }()
 	}
 	if job.Started != nil {
 		job.Started(p.cmd.Process.Pid)
+	}
+	if err := p.limitMemory(job.MemoryMax); err != nil {
+		p.kill()
+		return nil, err
+	}
+	p.memoryValue = fmt.Sprintf("%d MB", job.MemoryMax>>20)
+	p.watch(c.diskCap(job), job.WatchDirs, c.cfg.SpillPoll)
+	if job.DiskCap > 0 {
+		req.MaxTempDirectorySize = fmt.Sprintf("%dKiB", job.DiskCap>>10)
 	}
 	req.ExtensionDirectory = c.extDirInside(mode)
 	req.TempDirectory = p.work.spillInside()
@@ -120,14 +137,14 @@ func (c *Client) process(mode Isolation, mounts []Mount) (*process, bool, error)
 		p, err := c.spawn(mode, false, mounts)
 		return p, false, err
 	}
-	c.mu.Lock()
-	spare := c.spares[mode]
-	delete(c.spares, mode)
-	c.mu.Unlock()
-	if spare != nil {
+	for {
+		spare := c.takeSpare(mode)
+		if spare == nil {
+			break
+		}
 		select {
 		case <-spare.done: // died while waiting: not usable
-			spare.work.remove()
+			spare.cleanup()
 		default:
 			return spare, true, nil
 		}
@@ -136,50 +153,96 @@ func (c *Client) process(mode Isolation, mounts []Mount) (*process, bool, error)
 	return p, false, err
 }
 
-// Prewarm starts the spare runner for mode unless there is one (WarmSpare only) and waits
-// until it has DuckDB open with the required extensions loaded, or ctx ends.
+// takeSpare removes the oldest spare of mode from the pool (nil when there is none): whoever
+// takes it is its only user.
+func (c *Client) takeSpare(mode Isolation) *process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pool := c.spares[mode]
+	if len(pool) == 0 {
+		return nil
+	}
+	p := pool[0]
+	c.spares[mode] = pool[1:]
+	return p
+}
+
+// Spares is how many spare runners of mode are in the pool now.
+func (c *Client) Spares(mode Isolation) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.spares[mode])
+}
+
+// Prewarm fills the pool of spare runners for mode (WarmSpares of them; Config.WarmSpare or
+// WarmSpares only) and waits until each has DuckDB open with the required extensions loaded,
+// or ctx ends.
 func (c *Client) Prewarm(ctx context.Context, mode Isolation) error {
 	if !c.cfg.WarmSpare {
-		return errors.New("Prewarm needs Config.WarmSpare")
+		return errors.New("Prewarm needs Config.WarmSpare or Config.WarmSpares")
 	}
 	m, err := resolve(mode, c.cfg.Isolation, c.cfg.Jail)
 	if err != nil {
 		return err
 	}
 	c.refill(m)
-	c.mu.Lock()
-	p := c.spares[m]
-	c.mu.Unlock()
-	if p == nil {
+	var pool []*process
+	for {
+		c.mu.Lock()
+		pool = append([]*process(nil), c.spares[m]...)
+		starting, changed := c.starting[m], c.changed
+		c.mu.Unlock()
+		if starting == 0 {
+			break
+		}
+		// Another refill is starting spares: wait for it.
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if len(pool) == 0 {
 		return fmt.Errorf("no spare %s runner could be started", m)
 	}
-	select {
-	case <-p.ready:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for _, p := range pool {
+		select {
+		case <-p.ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	return nil
 }
 
+// refill starts spares of mode until the pool holds WarmSpares (counting those starting).
 func (c *Client) refill(mode Isolation) {
-	c.mu.Lock()
-	if c.closed || c.spares[mode] != nil {
+	for {
+		c.mu.Lock()
+		if c.closed || len(c.spares[mode])+c.starting[mode] >= c.cfg.WarmSpares {
+			c.mu.Unlock()
+			return
+		}
+		c.starting[mode]++
 		c.mu.Unlock()
-		return
+		p, err := c.spawn(mode, true, nil)
+		c.mu.Lock()
+		c.starting[mode]--
+		close(c.changed)
+		c.changed = make(chan struct{})
+		if err != nil {
+			c.mu.Unlock()
+			c.cfg.Logger.Warn("start a spare DuckDB runner", "isolation", mode, "error", err)
+			return
+		}
+		if c.closed {
+			c.mu.Unlock()
+			go discard(p)
+			return
+		}
+		c.spares[mode] = append(c.spares[mode], p)
+		c.mu.Unlock()
 	}
-	c.mu.Unlock()
-	p, err := c.spawn(mode, true, nil)
-	if err != nil {
-		c.cfg.Logger.Warn("start a spare DuckDB runner", "isolation", mode, "error", err)
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.spares[mode] != nil {
-		go discard(p)
-		return
-	}
-	c.spares[mode] = p
 }
 
 // Close stops the spare runners.
@@ -187,15 +250,25 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	spares := c.spares
-	c.spares = map[Isolation]*process{}
+	c.spares = map[Isolation][]*process{}
 	c.mu.Unlock()
-	for _, p := range spares {
-		discard(p)
+	for _, pool := range spares {
+		for _, p := range pool {
+			discard(p)
+		}
 	}
 	return nil
 }
 
 func discard(p *process) {
 	p.kill()
-	p.work.remove()
+	p.cleanup()
+}
+
+// diskCap is the job's disk limit: Job.DiskCap, else Config.SpillCap.
+func (c *Client) diskCap(job Job) int64 {
+	if job.DiskCap > 0 {
+		return job.DiskCap
+	}
+	return c.cfg.SpillCap
 }

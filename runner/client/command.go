@@ -33,7 +33,8 @@ func childEnv(home string) []string {
 }
 
 // argv builds the command line of a runner in mode. runnerArgs are the runner's own flags.
-func (c *Client) argv(mode Isolation, w *workDir, mounts []Mount, runnerArgs []string) ([]string, []string, error) {
+// cgroup, when set, is a cgroup directory the runner joins before exec.
+func (c *Client) argv(mode Isolation, w *workDir, mounts []Mount, runnerArgs []string, cgroup string) ([]string, []string, error) {
 	var cmd []string
 	env := childEnv("")
 	// The runner sets its own score first thing, in every mode (choom cannot be the one in a PID
@@ -58,9 +59,9 @@ func (c *Client) argv(mode Isolation, w *workDir, mounts []Mount, runnerArgs []s
 	if p, err := exec.LookPath("choom"); err == nil && mode == IsolationJailed {
 		cmd = append([]string{p, "-n", strconv.Itoa(c.cfg.OOMScoreAdj), "--"}, cmd...)
 	}
-	if c.cfg.Cgroup != "" {
+	if cgroup != "" {
 		// The shell joins the cgroup, then execs the rest: nothing is forked outside it.
-		cmd = append([]string{"/bin/sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, c.cfg.Cgroup}, cmd...)
+		cmd = append([]string{"/bin/sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, cgroup}, cmd...)
 	}
 	return cmd, env, nil
 }

@@ -60,12 +60,21 @@ type Config struct {
 	// the runner and whatever wraps it are in it from their first instruction: give it a memory
 	// limit and the kernel's OOM killer acts inside it, never on the sidecar.
 	Cgroup string
+	// CgroupParent, when set, is a memory cgroup directory (v1 memory controller, or v2 handing
+	// memory down to its children) under which every runner gets a cgroup of its own, joined
+	// before exec and removed after the job; Job.MemoryMax is its limit. OwnMemoryCgroup finds
+	// one where the machine allows it. Cgroup is ignored when this is set.
+	CgroupParent string
 	// WaitDelay bounds how long Wait waits for the output pipes after the runner is killed.
 	// Default 2 s.
 	WaitDelay time.Duration
 	// WarmSpare keeps one runner started ahead of the next job: process started, DuckDB open,
-	// the required extensions loaded.
+	// the required extensions loaded. Same as WarmSpares = 1.
 	WarmSpare bool
+	// WarmSpares is how many spare runners are kept per isolation mode (0: none, unless
+	// WarmSpare). Each runs one job and exits: a spare is never reused; a new one is started in
+	// the background once the job that took one is done.
+	WarmSpares int
 	// Logger receives one line per job. Default: discard.
 	Logger *slog.Logger
 }
@@ -106,6 +115,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.WarmSpare && c.WarmSpares < 1 {
+		c.WarmSpares = 1
+	}
+	c.WarmSpare = c.WarmSpares > 0
 	return c, nil
 }
 

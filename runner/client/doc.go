@@ -30,6 +30,15 @@
 // job needs outside the jail first (honouring FORCE INSTALL there) and rewrites FORCE INSTALL
 // into a plain INSTALL inside.
 //
-// With Config.WarmSpare the client keeps one runner per isolation mode started ahead of the
-// next job (process up, DuckDB open, the required extensions loaded); Prewarm waits for it.
+// Limits of one job: Job.Timeout (a *LimitError that also matches context.DeadlineExceeded),
+// Job.MemoryLimit and Job.Threads (DuckDB settings applied before the job's SQL, which the
+// sandbox's lock_configuration keeps it from raising), Job.DiskCap (DuckDB's
+// max_temp_directory_size and the watchdog's cap, which also counts what the job adds to
+// Job.WatchDirs, its local lake paths), and with Config.CgroupParent a memory cgroup of the
+// runner's own whose limit is Job.MemoryMax (an OOM kill there is a *LimitError).
+//
+// With Config.WarmSpares (or WarmSpare, one) the client keeps that many runners per isolation
+// mode started ahead of the next job (process up, DuckDB open, the required extensions loaded);
+// each runs one job and exits, and a new one is started in the background. Prewarm fills the
+// pool and waits for it.
 package client

@@ -66,15 +66,48 @@ func signalName(s syscall.Signal) string {
 	return fmt.Sprintf("signal %d", int(s))
 }
 
-// SpillError is a job stopped by the spill watchdog.
-type SpillError struct {
-	Used, Cap int64
+// Limit names: what a *LimitError or a *SpillError stopped.
+const (
+	LimitTimeout = "timeout"
+	LimitMemory  = "memory"
+	LimitDisk    = "disk"
+)
+
+// LimitError is a job stopped at its timeout (Job.Timeout: it also matches
+// context.DeadlineExceeded) or at its memory cgroup's limit (Job.MemoryMax: the kernel's OOM
+// killer ended the runner).
+type LimitError struct {
+	// Limit is LimitTimeout or LimitMemory.
+	Limit string
+	// Value is the limit as set ("1m0s", "512 MB").
+	Value string
+	// Detail says what happened.
+	Detail string
 }
 
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("DuckDB job stopped at its %s limit of %s: %s", e.Limit, e.Value, e.Detail)
+}
+
+// SpillError is a job stopped by the disk watchdog: its work directory (DuckDB's spill, the
+// jail's /tmp) plus what it added to Job.WatchDirs (local lake data paths) grew past the cap.
+type SpillError struct {
+	Used, Cap int64
+	// Watched is the part of Used written into Job.WatchDirs.
+	Watched int64
+}
+
+// Limit is LimitDisk.
+func (e *SpillError) Limit() string { return LimitDisk }
+
 func (e *SpillError) Error() string {
-	return fmt.Sprintf("DuckDB job stopped: it wrote %d MB to its work directory, past the spill cap "+
-		"of %d MB (runner client Config.SpillCap). Raising max_temp_directory_size in the script does "+
+	where := "to its work directory"
+	if e.Watched > 0 {
+		where = fmt.Sprintf("to its work directory and its local lake paths (%d MB of it into the lakes)", e.Watched>>20)
+	}
+	return fmt.Sprintf("DuckDB job stopped: it wrote %d MB %s, past the spill cap "+
+		"of %d MB (the job's disk limit). Raising max_temp_directory_size in the script does "+
 		"not lift this cap. Spill less: lower threads, scan fewer columns or rows, aggregate before "+
 		"joining, or write large outputs to the lake's object store instead of local files",
-		e.Used>>20, e.Cap>>20)
+		e.Used>>20, where, e.Cap>>20)
 }

@@ -39,7 +39,7 @@ func (c *Client) installOutside(ctx context.Context, blocks []string) error {
 	if err != nil {
 		return err
 	}
-	defer p.work.remove()
+	defer p.cleanup()
 	req := &protocol.Request{Mode: protocol.ModeInstall, Blocks: todo,
 		ExtensionDirectory: c.cfg.ExtensionDir, ResultPath: p.work.resultInside()}
 	sendErr := p.send(req)

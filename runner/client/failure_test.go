@@ -74,7 +74,8 @@ func TestCancelKillsTheWholeGroup(t *testing.T) {
 func TestTimeoutStopsTheJob(t *testing.T) {
 	c, root := newClient(t, client.Config{Isolation: client.IsolationJailed})
 	_, err := c.Run(context.Background(), client.Job{Blocks: []string{longQuery}, Timeout: 300 * time.Millisecond})
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timeout of 300ms") {
+	var le *client.LimitError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &le) || le.Limit != client.LimitTimeout || !strings.Contains(err.Error(), "timeout of 300ms") {
 		t.Fatalf("error %v; want the timeout", err)
 	}
 	assertEmptyDir(t, root)

@@ -27,6 +27,16 @@ type Job struct {
 	MemoryLimit string
 	// Threads is DuckDB's threads; 0 keeps DuckDB's default.
 	Threads int
+	// MemoryMax, when positive and Config.CgroupParent is set, is the memory limit in bytes of
+	// the runner's own cgroup: past it the kernel's OOM killer ends the job (a *LimitError).
+	// Set it above MemoryLimit: DuckDB's limit covers its buffers, not every allocation.
+	MemoryMax int64
+	// DiskCap, when positive, replaces Config.SpillCap for this job and is DuckDB's
+	// max_temp_directory_size (set before the job's SQL; a sandboxed job cannot raise it).
+	DiskCap int64
+	// WatchDirs are host directories (the job's writable local lake paths) whose growth while
+	// the job runs counts toward its disk cap, with its work directory.
+	WatchDirs []string
 	// MaxResultBytes bounds the rows' JSON; 0 uses Config.MaxResultBytes.
 	MaxResultBytes int64
 	// CollectLastOnly keeps only the last block's rows.

@@ -33,6 +33,10 @@ type process struct {
 	// ready is closed once a preloading runner has DuckDB open with the extensions loaded
 	// (or has died); nil without preload.
 	ready chan struct{}
+	// cg is the runner's own memory cgroup (Config.CgroupParent), nil without one.
+	cg *jobCgroup
+	// memoryValue is the cgroup's limit as a person reads it, for the error.
+	memoryValue string
 }
 
 // spawn starts a runner in mode. With preload, DuckDB opens and loads the required extensions
@@ -42,26 +46,63 @@ func (c *Client) spawn(mode Isolation, preload bool, mounts []Mount) (*process, 
 	if err != nil {
 		return nil, err
 	}
+	var cg *jobCgroup
+	cgroup := c.cfg.Cgroup
+	if c.cfg.CgroupParent != "" {
+		if cg, err = newJobCgroup(c.cfg.CgroupParent); err != nil {
+			w.remove()
+			return nil, err
+		}
+		cgroup = cg.dir
+	}
 	var runnerArgs []string
 	if preload {
 		runnerArgs = []string{"--extension-dir", c.extDirInside(mode),
 			"--preload", strings.Join(extension.Required, ","), "--ready-fd", "3"}
 	}
-	argv, env, err := c.argv(mode, w, mounts, runnerArgs)
+	argv, env, err := c.argv(mode, w, mounts, runnerArgs, cgroup)
 	if err != nil {
 		w.remove()
+		if cg != nil {
+			cg.remove()
+		}
 		return nil, err
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	p := &process{mode: mode, work: w, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		stdout: newTail(c.cfg.OutputTail), stderr: newTail(c.cfg.OutputTail), started: time.Now()}
+		stdout: newTail(c.cfg.OutputTail), stderr: newTail(c.cfg.OutputTail), started: time.Now(), cg: cg}
 	if err := p.start(ctx, argv, env, c.cfg.WaitDelay, preload); err != nil {
 		cancel(nil)
-		w.remove()
+		p.cleanup()
 		return nil, fmt.Errorf("start the DuckDB runner (%s, %s): %w", mode, argv[0], err)
 	}
-	go watchSpill(ctx, w.host, c.cfg.SpillCap, c.cfg.SpillPoll, func(err error) { cancel(err) })
 	return p, nil
+}
+
+// watch starts the disk watchdog of the job the runner takes: its work directory and the growth
+// of dirs count toward limit.
+func (p *process) watch(limit int64, dirs []string, poll time.Duration) {
+	w := newDiskWatch(p.work.host, dirs, limit, poll)
+	go w.run(p.ctx, func(err error) { p.cancel(err) })
+}
+
+// limitMemory sets the memory limit of the runner's cgroup (none without one, or with bytes 0).
+func (p *process) limitMemory(bytes int64) error {
+	if p.cg == nil || bytes <= 0 {
+		return nil
+	}
+	if err := p.cg.setLimit(bytes); err != nil {
+		return fmt.Errorf("set the job's memory limit on its cgroup %s: %w", p.cg.dir, err)
+	}
+	return nil
+}
+
+// cleanup removes the work directory and the cgroup of a runner that is gone (or never ran).
+func (p *process) cleanup() {
+	p.work.remove()
+	if p.cg != nil {
+		p.cg.remove()
+	}
 }
 
 // start execs argv as the leader of a new process group whose every member is killed when ctx
@@ -161,6 +202,10 @@ func (p *process) finish(ctx context.Context, maxResult int64) (*protocol.Respon
 		return nil, fmt.Errorf("DuckDB job cancelled, runner stopped: %w", cause)
 	}
 	if crash := p.crash(); crash != nil {
+		if crash.Signal == syscall.SIGKILL && p.cg != nil && p.cg.oomKills() > 0 {
+			return nil, &LimitError{Limit: LimitMemory, Value: p.memoryValue,
+				Detail: "the runner used all the memory its cgroup allows and the kernel's out-of-memory killer ended it"}
+		}
 		return nil, crash
 	}
 	resp, err := readResult(p.work.resultHost(), maxResult)

@@ -4,17 +4,44 @@ import (
 	"context"
 	"io/fs"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
 
-// watchSpill measures dir every poll and calls stop once it uses more than limit bytes.
-// It returns when ctx ends.
-func watchSpill(ctx context.Context, dir string, limit int64, poll time.Duration, stop func(error)) {
-	if limit < 0 {
+// diskWatch is what the disk watchdog measures: the work directory (whole) and the growth of
+// watched directories (a job's local lake paths) since the job started.
+type diskWatch struct {
+	work    string
+	watched []string
+	base    int64
+	limit   int64
+	poll    time.Duration
+}
+
+// newDiskWatch records the watched directories' usage now, the baseline of their growth.
+// Nested directories are measured once.
+func newDiskWatch(work string, watched []string, limit int64, poll time.Duration) *diskWatch {
+	w := &diskWatch{work: work, watched: outermost(watched), limit: limit, poll: poll}
+	w.base = w.watchedUsage()
+	return w
+}
+
+func (w *diskWatch) watchedUsage() int64 {
+	var total int64
+	for _, d := range w.watched {
+		total += diskUsage(d)
+	}
+	return total
+}
+
+// run measures every poll and calls stop once usage passes the limit; it returns when ctx ends.
+func (w *diskWatch) run(ctx context.Context, stop func(error)) {
+	if w.limit < 0 {
 		return
 	}
-	t := time.NewTicker(poll)
+	t := time.NewTicker(w.poll)
 	defer t.Stop()
 	for {
 		select {
@@ -22,11 +49,31 @@ func watchSpill(ctx context.Context, dir string, limit int64, poll time.Duration
 			return
 		case <-t.C:
 		}
-		if used := diskUsage(dir); used > limit {
-			stop(&SpillError{Used: used, Cap: limit})
+		grown := max(w.watchedUsage()-w.base, 0)
+		if used := diskUsage(w.work) + grown; used > w.limit {
+			stop(&SpillError{Used: used, Cap: w.limit, Watched: grown})
 			return
 		}
 	}
+}
+
+// outermost drops the directories that lie inside another one of dirs.
+func outermost(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		d = filepath.Clean(d)
+		inside := false
+		for _, o := range dirs {
+			o = filepath.Clean(o)
+			if o != d && strings.HasPrefix(d, o+"/") {
+				inside = true
+			}
+		}
+		if !inside && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // diskUsage is the disk dir's tree occupies (allocated blocks, so sparse files count for what

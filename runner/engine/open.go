@@ -51,9 +51,10 @@ func Open(ctx context.Context, extDir string, preload ...string) (*Instance, err
 
 // Settings are the per-job DuckDB settings; empty fields keep DuckDB's defaults.
 type Settings struct {
-	MemoryLimit   string
-	Threads       int
-	TempDirectory string
+	MemoryLimit          string
+	Threads              int
+	TempDirectory        string
+	MaxTempDirectorySize string
 }
 
 // Apply sets s on the instance.
@@ -67,6 +68,9 @@ func (in *Instance) Apply(ctx context.Context, s Settings) error {
 	}
 	if s.TempDirectory != "" {
 		stmts = append(stmts, "SET temp_directory = "+quote(s.TempDirectory))
+	}
+	if s.MaxTempDirectorySize != "" {
+		stmts = append(stmts, "SET max_temp_directory_size = "+quote(s.MaxTempDirectorySize))
 	}
 	for _, st := range stmts {
 		if _, err := in.Conn.ExecContext(ctx, st); err != nil {

@@ -29,7 +29,8 @@ func Run(ctx context.Context, req *protocol.Request, hook BlockHook) *protocol.R
 func RunOn(ctx context.Context, in *Instance, req *protocol.Request, hook BlockHook) *protocol.Response {
 	resp := &protocol.Response{Results: []protocol.Result{}}
 	conn := in.Conn
-	err := in.Apply(ctx, Settings{MemoryLimit: req.MemoryLimit, Threads: req.Threads, TempDirectory: req.TempDirectory})
+	err := in.Apply(ctx, Settings{MemoryLimit: req.MemoryLimit, Threads: req.Threads, TempDirectory: req.TempDirectory,
+		MaxTempDirectorySize: req.MaxTempDirectorySize})
 	if err == nil {
 		err = setArgs(ctx, conn, req.Args)
 	}

@@ -41,6 +41,9 @@ type Request struct {
 	Threads int `json:"threads,omitempty"`
 	// TempDirectory is where DuckDB spills.
 	TempDirectory string `json:"temp_directory,omitempty"`
+	// MaxTempDirectorySize is DuckDB's max_temp_directory_size ("10GiB"); empty keeps DuckDB's
+	// default.
+	MaxTempDirectorySize string `json:"max_temp_directory_size,omitempty"`
 	// MaxResultBytes bounds the JSON of the collected rows; rows past it are dropped and the
 	// result is marked truncated. 0 means DefaultMaxResultBytes.
 	MaxResultBytes int64 `json:"max_result_bytes,omitempty"`

@@ -28,6 +28,22 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return c.respawn(ctx)
 }
 
+// RestartImmediate stops the server with an immediate shutdown (no checkpoint: every backend
+// quits at once and the next start recovers from the WAL) and starts it again on the same port.
+// Throwaway clusters only.
+func (c *Cluster) RestartImmediate(ctx context.Context) error {
+	if c.persistent || c.cmd == nil {
+		return errors.New("localpg: RestartImmediate needs a throwaway cluster")
+	}
+	if c.stopped() {
+		return errors.New("localpg: restart of a stopped cluster")
+	}
+	if err := c.shutdownChild(ctx, syscall.SIGQUIT); err != nil {
+		return err
+	}
+	return c.respawn(ctx)
+}
+
 // Crash kills the postmaster and every backend with SIGKILL, then starts the server again on
 // the same port: it recovers from its WAL as after a machine crash. Throwaway clusters only.
 func (c *Cluster) Crash(ctx context.Context) error {

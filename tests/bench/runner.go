@@ -45,8 +45,19 @@ func (runnerSuite) Run(ctx context.Context, env *Env) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("## DuckDB job overhead (suite `runner`)\n\nMeasured on %s; the suite took %s.\n\n%s\n"+
+	var rows []PipelineRow
+	for _, iso := range []string{"plain", "jailed"} {
+		env.Progress("runner: %d jobs through the request pipeline, isolation %s", iterations, iso)
+		row, err := pipelineJobs(ctx, env, bin, iso, iterations)
+		if err != nil {
+			return "", fmt.Errorf("jobs through the pipeline (%s): %w", iso, err)
+		}
+		rows = append(rows, row)
+	}
+	return fmt.Sprintf("## DuckDB job overhead (suite `runner`)\n\nMeasured on %s; the suite took %s.\n\n%s\n%s\n"+
 		"Reading: a spawned runner costs what opening DuckDB and loading the extensions costs anyway, plus the spawn and the jail; "+
-		"a warm spare (a runner started, DuckDB open and extensions loaded, before the job arrives) takes most of that off the job's path.\n",
-		env.Machine(), time.Since(start).Round(time.Second), rep.String()), nil
+		"a warm spare (a runner started, DuckDB open and extensions loaded, before the job arrives) takes most of that off the job's path. "+
+		"Through the pipeline, a jailed job that reads a local (file://) lake does not run on a spare: the lake's directories are "+
+		"bound into the jail when a runner starts, so it gets a runner of its own.\n",
+		env.Machine(), time.Since(start).Round(time.Second), rep.String(), renderRunnerPipeline(rows, rep.InProcessWarm.Median)), nil
 }

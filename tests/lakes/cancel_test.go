@@ -49,7 +49,7 @@ func descendants(pid int) []int {
 // ends cancelled and no process of the job survives.
 func TestCancelRunningJobKillsTheRunner(t *testing.T) {
 	e := newEnv(t)
-	e.startSidecar()
+	e.startSidecar("DATAENV_JOB_WARM_SPARES=0") // so that every process under the sidecar is the job's
 	e.workspace("prod", "")
 	var id uuid.UUID
 	long := `SELECT count(*) FROM range(1000000000000) a WHERE a.range % 7 = 3`

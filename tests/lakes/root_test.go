@@ -198,3 +198,60 @@ func TestMaterializeKilledAfterWrite(t *testing.T) {
 		t.Fatalf("table rows: %s", got)
 	}
 }
+
+// A materialize whose job fails with a final error after its write committed (a later block, or
+// the COMMIT's answer lost) is not recorded as failed: the next attempt finds the write's tagged
+// snapshot and records it, and the append is not repeated.
+func TestMaterializeFailingAfterItsCommitIsNotRecordedFailed(t *testing.T) {
+	e := newEnv(t)
+	storageKinds[0].setup(t, e)
+	e.workspace("prod", "")
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
+	e.startSidecar("DATAENV_CRASH_AT=job.materialize.fail_after_commit", "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.materialize('prod', 'ducklake://main/t', 'SELECT range AS x FROM range(7)', 'append')`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if row := e.wait(id); row.Status != "succeeded" {
+		t.Fatalf("materialize: %s %s", row.Status, deref(row.Error))
+	}
+	if got := queryString(t, e.conn, `SELECT count(*)::text || ' ' || max(status) || ' ' || max(row_count) FROM dataenv.materializations WHERE request_id = $1`, id); got != "1 materialized 7" {
+		t.Fatalf("materialization rows: %s", got)
+	}
+	if got := queryString(t, e.conn, `SELECT attempts::text FROM dataenv.requests WHERE id = $1`, id); got == "1" {
+		t.Fatal("the failure after the commit was not retried")
+	}
+	if got := e.run("prod", attachMain+"SELECT count(*) FROM dl.t").rowsText(); got != "7" {
+		t.Fatalf("table rows: %s", got)
+	}
+}
+
+// A drop_fork whose workspace role drop hits a transient fault is retried, and the retry (the
+// workspace row already gone, nothing else left) drops the role instead of reporting the fork
+// dropped with its role left behind.
+func TestDropForkRetriedAfterARoleDropFault(t *testing.T) {
+	e := newEnv(t)
+	storageKinds[0].setup(t, e)
+	e.workspace("prod", "")
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
+	e.startSidecar("DATAENV_CRASH_AT=cluster.workspace_role.fail_drop", "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
+	e.workspace("dev", "prod")
+	e.run("dev", attachMain+"SELECT 1") // the job makes the fork's workspace role
+	role := queryString(t, e.conn, `SELECT coalesce(string_agg(role, ','), '') FROM dataenv.workspace_roles WHERE workspace = 'dev'`)
+	if role == "" {
+		t.Fatal("the fork has no workspace role to drop")
+	}
+	row := e.dropFork("dev")
+	if row.Status != "succeeded" {
+		t.Fatalf("drop_fork: %s %s", row.Status, deref(row.Error))
+	}
+	if row.Attempts < 2 {
+		t.Fatalf("attempts %d: the injected fault did not strike", row.Attempts)
+	}
+	if n := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.workspace_roles WHERE workspace = 'dev'`); n != "0" {
+		t.Fatalf("%s workspace role records remain", n)
+	}
+	if n := queryString(t, e.conn, `SELECT count(*)::text FROM pg_roles WHERE rolname = $1`, role); n != "0" {
+		t.Fatalf("role %s remains on the cluster", role)
+	}
+}

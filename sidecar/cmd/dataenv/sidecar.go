@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"time"
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/sidecar/internal/app"
+	"github.com/dataenv/dataenv/sidecar/internal/job"
 )
 
 func runSidecar(ctx context.Context, args []string, _ io.Writer) error {
@@ -31,7 +33,10 @@ func runSidecar(ctx context.Context, args []string, _ io.Writer) error {
 // sidecarOptions are the flags every command that runs a sidecar shares (sidecar, dev).
 type sidecarOptions struct {
 	httpAddr, grace, logLevel, isolation, runnerPath, pgToolsDirs *string
+	rescueInterval, rescueAfter, retryWindow                      *string
 	concurrency                                                   *int
+	jobTimeout, jobMemory, jobDisk, jobCgroup, retention          *string
+	jobThreads, jobSpares, jobConc, jobsPerUser, jobsPerWS        *int
 }
 
 func sidecarFlags(fs flagSet) sidecarOptions {
@@ -42,17 +47,78 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 		logLevel:    fs.String("log-level", "info", "debug, info, warn or error"),
 		isolation:   fs.String("job-isolation", "", "isolation of DuckDB jobs: jailed, unshare or plain (default: jailed when bubblewrap is installed)"),
 		runnerPath:  fs.String("runner-path", "", "the dataenv-runner binary (default: next to dataenv)"),
+		rescueInterval: fs.String("rescue-interval", "2s",
+			"period of the leader's sweep that re-dispatches unfinished requests no worker holds"),
+		rescueAfter: fs.String("rescue-after", "2s",
+			"age (pending: since creation; running: since the last update) past which the sweep re-dispatches a request no worker holds"),
+		retryWindow: fs.String("retry-window", "30m",
+			"how long a request hitting transient faults (lost connections, restarts, lock timeouts) is retried before it fails"),
 		pgToolsDirs: fs.String("pg-tools-dirs", "", "directories (':'-separated) searched first for pg_dump, pg_restore and psql; "+
 			"each cluster's copies use tools at least as new as its server (then /usr/lib/postgresql/*/bin and PATH are searched)"),
+		retention: fs.String("request-retention", "168h", "how long finished requests are kept before the leader "+
+			"prunes them, in small batches (0 keeps them forever)"),
+		jobTimeout: fs.String("job-timeout", job.DefaultTimeout.String(), "default wall-clock limit of a DuckDB job "+
+			"(dataenv.set_job_limits overrides it per workspace; a request may ask for less)"),
+		jobMemory: fs.String("job-memory", "2GB", "default memory limit of a DuckDB job: DuckDB's memory_limit, and the "+
+			"runner's own memory cgroup (half as much again) where --job-cgroup finds one"),
+		jobThreads: fs.Int("job-threads", job.DefaultThreads, "default number of DuckDB threads of a job"),
+		jobDisk: fs.String("job-disk", "10GB", "default disk limit of a DuckDB job: spill and scratch space plus bytes "+
+			"written into the workspace's local lake paths"),
+		jobSpares: fs.Int("job-warm-spares", 2, "warm spare DuckDB runners kept per isolation mode (started, DuckDB open, "+
+			"extensions loaded; each runs one job, refilled in the background); 0 disables"),
+		jobConc: fs.Int("job-concurrency", 4, "DuckDB jobs run at once, on workers of their own "+
+			"(control-plane requests, --concurrency of them, never wait behind jobs)"),
+		jobsPerUser: fs.Int("job-concurrency-per-user", 0, "DuckDB jobs one user runs at once; the rest wait in the queue, "+
+			"their position in their steps (default: --job-concurrency minus 1, so a slot stays for others)"),
+		jobsPerWS: fs.Int("job-concurrency-per-workspace", 0, "DuckDB jobs one workspace runs at once (default: --job-concurrency minus 1)"),
+		jobCgroup: fs.String("job-cgroup", "auto", "memory cgroup under which each runner gets a cgroup of its own: "+
+			"a directory (v1 memory controller or v2), auto (the sidecar's own memory cgroup when a child can be made there), or off"),
 	}
 }
 
 func (o sidecarOptions) config() (app.Config, error) {
-	g, err := time.ParseDuration(*o.grace)
+	var d [4]time.Duration
+	for i, f := range []struct{ name, v string }{{"shutdown-grace", *o.grace}, {"rescue-interval", *o.rescueInterval},
+		{"rescue-after", *o.rescueAfter}, {"retry-window", *o.retryWindow}} {
+		var err error
+		if d[i], err = time.ParseDuration(f.v); err != nil || d[i] <= 0 {
+			return app.Config{}, fmt.Errorf("--%s: %q is not a positive duration (for example 2s, 30m)", f.name, f.v)
+		}
+	}
+	limits, err := o.jobLimits()
 	if err != nil {
 		return app.Config{}, err
 	}
-	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: g,
+	keep, err := time.ParseDuration(*o.retention)
+	if err != nil || keep < 0 {
+		return app.Config{}, fmt.Errorf("--request-retention %q: want a duration such as 168h (0 keeps requests forever)", *o.retention)
+	}
+	if keep == 0 {
+		keep = -1
+	}
+	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: d[0],
+		RescueInterval: d[1], RescueAfter: d[2], RetryWindow: d[3],
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
-		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs)}, nil
+		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup, JobWarmSpares: max(*o.jobSpares, 0),
+		JobConcurrency: *o.jobConc, JobsPerUser: *o.jobsPerUser, JobsPerWorkspace: *o.jobsPerWS,
+		RequestRetention: keep}, nil
+}
+
+// jobLimits reads the --job-* flags.
+func (o sidecarOptions) jobLimits() (job.Limits, error) {
+	var l job.Limits
+	var err error
+	if l.Timeout, err = time.ParseDuration(*o.jobTimeout); err != nil || l.Timeout <= 0 {
+		return l, fmt.Errorf("--job-timeout %q: want a positive duration such as 30m or 2h", *o.jobTimeout)
+	}
+	if l.MemoryBytes, err = job.ParseBytes(*o.jobMemory); err != nil {
+		return l, fmt.Errorf("--job-memory: %w", err)
+	}
+	if l.DiskBytes, err = job.ParseBytes(*o.jobDisk); err != nil {
+		return l, fmt.Errorf("--job-disk: %w", err)
+	}
+	if l.Threads = *o.jobThreads; l.Threads < 1 {
+		return l, fmt.Errorf("--job-threads %d: want at least 1", l.Threads)
+	}
+	return l, nil
 }

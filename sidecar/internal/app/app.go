@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/daemon"
+	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/job"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
@@ -24,32 +26,39 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	pool, err := openPool(ctx, cfg.DSN)
+	instance := uuid.New()
+	pool, err := openPool(ctx, cfg.DSN, fence.SessionName(instance, fence.RoleControl))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	reg := metrics.NewRegistry()
 	m := metrics.New(reg)
-	kinds, err := buildKinds(pool, cfg, m)
+	kinds, jobs, err := buildKinds(pool, cfg, m)
 	if err != nil {
 		return err
 	}
-	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, HTTPAddr: cfg.HTTPAddr, HTTPListener: cfg.HTTPListener,
-		Concurrency: cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
-		Registry: kinds, Metrics: m, Gatherer: reg})
+	defer jobs.Close()
+	go jobs.Prewarm(ctx)
+	return daemon.Run(ctx, daemon.Config{DSN: cfg.DSN, Pool: pool, Instance: instance, HTTPAddr: cfg.HTTPAddr,
+		HTTPListener: cfg.HTTPListener,
+		Concurrency:  cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
+		RescueInterval: cfg.RescueInterval, RescueAfter: cfg.RescueAfter, RetryWindow: cfg.RetryWindow,
+		Registry: kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention,
+		JobKinds: []string{job.KindRun, job.KindMaterialize}, JobConcurrency: cfg.JobConcurrency,
+		JobsPerUser: cfg.JobsPerUser, JobsPerWorkspace: cfg.JobsPerWorkspace})
 }
 
 // openPool opens the control pool every component shares. Its sessions pin search_path: the
 // sidecar's role owns the dataenv schema, and nothing it runs may resolve to an object another
 // role created.
-func openPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, dsn, appName string) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse control DSN: %w", err)
 	}
 	pcfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
-	pcfg.ConnConfig.RuntimeParams["application_name"] = "dataenv-sidecar"
+	pcfg.ConnConfig.RuntimeParams["application_name"] = appName
 	pcfg.MaxConns = 16
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -69,27 +78,28 @@ type components struct {
 
 // buildKinds builds every area on one set of shared components and registers every request
 // kind's handler: the one place that knows them all.
-func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Registry, error) {
+func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Registry, *job.Handlers, error) {
 	log := cfg.Logger
 	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: pool.Config().ConnString(), Metrics: m, Logger: log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lakeRegistry := lake.NewRegistry(pool, admin, 0)
 	resolver := &lake.Resolver{Control: pool, Clusters: boundClusters{admin}, Registry: lakeRegistry, Access: lake.NewAccess(pool, admin),
 		Logger: log}
 	lakeHooks := lake.NewHooks(pool, admin, lakeRegistry, log)
 	lakeHooks.Metrics = m
-	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m,
-		Isolation: cfg.JobIsolation, Runner: client.Config{RunnerPath: cfg.RunnerPath, Logger: log}})
+	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m, Limits: cfg.JobLimits,
+		Isolation: cfg.JobIsolation, Runner: client.Config{RunnerPath: cfg.RunnerPath, Logger: log, CgroupParent: jobCgroup(cfg.JobCgroup, log),
+			WarmSpares: cfg.JobWarmSpares}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
 		Cleaners: []workspace.ForkCleaner{lakeHooks, admin}, BlocksCreate: lake.BlocksCreate,
 		Tools: pgtool.NewFinder(cfg.PGToolsDirs)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Every handler runs behind the kind's authorization policy (dataenv.authorize_request),
 	// checked for the request's requested_by before each attempt.
@@ -102,7 +112,25 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	if registerTestKinds != nil {
 		registerTestKinds(reg, components{Pool: pool, Metrics: m, Logger: log, Clusters: admin, Lakes: lakeHooks})
 	}
-	return reg, nil
+	return reg, jobs, nil
+}
+
+// jobCgroup is the memory cgroup runners get one of their own under ("" for none): the
+// configured directory, or with "auto" the sidecar's own where the machine allows a child there.
+func jobCgroup(setting string, log *slog.Logger) string {
+	switch setting {
+	case "off":
+		return ""
+	case "", "auto":
+		dir, err := client.OwnMemoryCgroup()
+		if err != nil {
+			log.Info("DuckDB jobs: no memory cgroup of their own (their memory limit is DuckDB's memory_limit only)", "reason", err)
+			return ""
+		}
+		return dir
+	default:
+		return setting
+	}
 }
 
 // registerTestKinds is set only in binaries built with the dataenv_testhooks tag (testhooks.go).

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
@@ -98,6 +99,7 @@ type Locked struct {
 	held    *lock.Held
 	cluster *Cluster
 	rep     request.Reporter
+	attempt *fence.Attempt // the request attempt running under the lock (nil outside one)
 }
 
 // WithLifecycleLock runs fn holding cluster's lifecycle lock, with the configuration read under
@@ -121,7 +123,7 @@ func (a *Admin) WithLifecycleLock(ctx context.Context, cluster string, rep reque
 			return err
 		}
 		secrets = c.secrets()
-		return fn(ctx, &Locked{admin: a, held: held, cluster: c, rep: rep})
+		return fn(ctx, &Locked{admin: a, held: held, cluster: c, rep: rep, attempt: fence.FromContext(ctx)})
 	})
 	return scrub(err, append(secrets, a.controlPassword())...)
 }
@@ -136,12 +138,22 @@ func (l *Locked) Control() *pgx.Conn { return l.held.Conn() }
 // Connect opens an admin connection to database of the cluster ("" for the maintenance
 // database) with the configuration read under the lock. The caller closes it.
 func (l *Locked) Connect(ctx context.Context, database string) (*pgx.Conn, error) {
-	return l.admin.connect(ctx, l.cluster, database)
+	conn, err := l.admin.connect(ctx, l.cluster, database)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.admin.fenceOn(ctx, l.cluster, conn, l.Control()); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
 }
 
-// Libpq returns the libpq environment of database of the cluster; see Libpq.
+// Libpq returns the libpq environment of database of the cluster; see Libpq. The tools it runs
+// carry the attempt's application_name; they are fenced by the attempt's first connection to
+// the cluster, which must come first (Admin.Libpq makes sure of it).
 func (l *Locked) Libpq(database string) (*Libpq, error) {
-	return l.admin.libpq(l.cluster, database)
+	return l.admin.libpq(l.cluster, database, appName(l.attempt))
 }
 
 // Connect opens an admin connection to database of cluster ("" for the maintenance database):

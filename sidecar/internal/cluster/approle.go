@@ -37,11 +37,14 @@ func (l *Locked) AppConnConfig(ctx context.Context, database string) (*pgx.ConnC
 // a CHECK constraint or a generated column, could otherwise RESET ROLE to the admin). It carries
 // the password; close it when the child has exited.
 func (l *Locked) AppLibpq(ctx context.Context, database string) (*Libpq, error) {
+	if err := l.admin.fenceForLibpq(ctx, l); err != nil {
+		return nil, err
+	}
 	cfg, err := l.AppConnConfig(ctx, database)
 	if err != nil {
 		return nil, err
 	}
-	return l.admin.libpqFor(l.cluster, cfg)
+	return l.admin.libpqFor(l.cluster, cfg, appName(l.attempt))
 }
 
 // ConnectApp opens a connection to database as the managed application role; see AppConnConfig.

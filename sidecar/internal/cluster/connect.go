@@ -101,6 +101,7 @@ func (a *Admin) connect(ctx context.Context, c *Cluster, database string) (*pgx.
 	if err != nil {
 		return nil, err
 	}
+	nameSession(ctx, cfg)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		err = fmt.Errorf("connect to database %q of cluster %q as %q: %w", cfg.Database, c.Name, cfg.User,

@@ -137,7 +137,22 @@ func stagingName(req uuid.UUID) string { return "dataenv_tmp_" + hex.EncodeToStr
 // marker of opts.Request, and records it in dataenv.managed_databases; see the package doc for
 // the crash-safe sequence. It is idempotent for one request and refuses a database that exists
 // and is not this request's.
+//
+// An earlier attempt of the same request whose backend is still finishing (a CREATE DATABASE that
+// outlived its killed sidecar) is waited out: its sessions are ended, and the checks run again.
 func (l *Locked) CreateMarkedDatabase(ctx context.Context, name string, opts CreateOptions) (*DatabaseOutcome, error) {
+	for round := 0; ; round++ {
+		out, err := l.createMarkedDatabase(ctx, name, opts)
+		if !errors.Is(err, errEarlierAttempt) {
+			return out, err
+		}
+		if werr := l.waitOutEarlierAttempt(ctx, round, err); werr != nil {
+			return nil, retryable(fmt.Errorf("create database %q on cluster %q: %w", name, l.cluster.Name, err))
+		}
+	}
+}
+
+func (l *Locked) createMarkedDatabase(ctx context.Context, name string, opts CreateOptions) (*DatabaseOutcome, error) {
 	c := l.cluster
 	out := &DatabaseOutcome{Cluster: c.Name, Database: name}
 	if err := validateInternalName(name); err != nil {
@@ -232,7 +247,8 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 			if errors.As(err, &pgErr) && pgErr.Code == "55006" { // the template is in use: try again later
 				return retryable(err)
 			}
-			return err
+			// The staging name is this request's alone: taken means an earlier attempt made it.
+			return earlierAttempt(err, "23505", "42P04")
 		}
 	}
 	if opts.Private {
@@ -241,7 +257,7 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 		}
 	}
 	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+ident(staging)+" IS "+quoteLiteral(marker)); err != nil {
-		return fmt.Errorf("mark database %q on cluster %q: %w", name, l.cluster.Name, err)
+		return earlierAttempt(fmt.Errorf("mark database %q on cluster %q: %w", name, l.cluster.Name, err), "3D000")
 	}
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident(staging)+" RENAME TO "+ident(name)); err != nil {
 		var pgErr *pgconn.PgError
@@ -249,7 +265,7 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 			_ = l.dropStaging(ctx, conn, opts.Request)
 			return request.Refusef("database %q already exists on cluster %q and was not created by this request", name, l.cluster.Name)
 		}
-		return fmt.Errorf("rename the new database to %q on cluster %q: %w", name, l.cluster.Name, err)
+		return earlierAttempt(fmt.Errorf("rename the new database to %q on cluster %q: %w", name, l.cluster.Name, err), "3D000")
 	}
 	return nil
 }
@@ -311,6 +327,9 @@ type DropOptions struct {
 	// TerminateSessions ends the sessions connected to the database (DROP DATABASE ... WITH
 	// (FORCE)); otherwise connected sessions refuse the drop, listed in the error.
 	TerminateSessions bool
+	// AfterInterruption: an earlier attempt of the same request ran (and may have finished the
+	// drop before it was interrupted), so no record and no database means dropped, not refused.
+	AfterInterruption bool
 }
 
 // DropMarkedDatabase drops database name if the control record and the marker of the request it
@@ -322,8 +341,9 @@ func (l *Locked) DropMarkedDatabase(ctx context.Context, name string, opts DropO
 	if err != nil {
 		return nil, err
 	}
-	if !rec.Exists() {
-		return nil, request.Refusef("database %q on cluster %q was not created by dataenv (no record in dataenv.managed_databases); it is left alone", name, c.Name)
+	notOurs := request.Refusef("database %q on cluster %q was not created by dataenv (no record in dataenv.managed_databases); it is left alone", name, c.Name)
+	if !rec.Exists() && !opts.AfterInterruption {
+		return nil, notOurs
 	}
 	conn, err := l.Connect(ctx, "")
 	if err != nil {
@@ -333,6 +353,13 @@ func (l *Locked) DropMarkedDatabase(ctx context.Context, name string, opts DropO
 	st, err := readDatabaseState(ctx, conn, name)
 	if err != nil {
 		return nil, err
+	}
+	if !rec.Exists() {
+		if st.exists {
+			return nil, notOurs
+		}
+		out.Status, out.Detail = StatusDropped, "already dropped by an earlier attempt of this request"
+		return out, nil
 	}
 	if err := l.checkIdentity(ctx, conn, "database", name, rec, st.oid, st.ownerOID); err != nil {
 		return nil, err
@@ -487,7 +514,8 @@ func (a *Admin) handleDropDatabase(ctx context.Context, req *request.Request, re
 	}
 	var out *DatabaseOutcome
 	err = a.WithLifecycleLock(ctx, args.Cluster, rep, func(ctx context.Context, l *Locked) error {
-		out, err = l.DropMarkedDatabase(ctx, args.Name, DropOptions{TerminateSessions: args.TerminateSessions})
+		out, err = l.DropMarkedDatabase(ctx, args.Name, DropOptions{TerminateSessions: args.TerminateSessions,
+			AfterInterruption: req.Attempts > 1})
 		return err
 	})
 	if err != nil {

@@ -37,18 +37,18 @@ var systemRootFiles = []string{
 	"/etc/ssl/cert.pem",
 }
 
-// libpq builds the environment for database of c, as the admin.
-func (a *Admin) libpq(c *Cluster, database string) (*Libpq, error) {
+// libpq builds the environment for database of c; app is PGAPPNAME.
+func (a *Admin) libpq(c *Cluster, database, app string) (*Libpq, error) {
 	cfg, err := a.connConfig(c, database)
 	if err != nil {
 		return nil, err
 	}
-	return a.libpqFor(c, cfg)
+	return a.libpqFor(c, cfg, app)
 }
 
 // libpqFor builds the environment of the connection cfg (a connConfig of c, possibly with another
-// user and password).
-func (a *Admin) libpqFor(c *Cluster, cfg *pgx.ConnConfig) (*Libpq, error) {
+// user and password); app is PGAPPNAME.
+func (a *Admin) libpqFor(c *Cluster, cfg *pgx.ConnConfig, app string) (*Libpq, error) {
 	sslmode := effectiveSSLMode(c)
 	if c.Kind == KindInstance {
 		sslmode = dsnSSLMode(a.cfg.ControlDSN)
@@ -61,7 +61,7 @@ func (a *Admin) libpqFor(c *Cluster, cfg *pgx.ConnConfig) (*Libpq, error) {
 		"PGPASSWORD=" + cfg.Password,
 		"PGSSLMODE=" + sslmode,
 		"PGOPTIONS=-c search_path=pg_catalog,pg_temp",
-		"PGAPPNAME=dataenv",
+		"PGAPPNAME=" + app,
 		"PGCONNECT_TIMEOUT=10",
 	}}
 	if c.Kind == KindExternal && c.RootCertificatePEM != "" {
@@ -77,6 +77,9 @@ func (a *Admin) libpqFor(c *Cluster, cfg *pgx.ConnConfig) (*Libpq, error) {
 func (a *Admin) Libpq(ctx context.Context, cluster, database string) (*Libpq, error) {
 	var lp *Libpq
 	err := a.WithLifecycleLock(ctx, cluster, nil, func(ctx context.Context, l *Locked) error {
+		if err := a.fenceForLibpq(ctx, l); err != nil {
+			return err
+		}
 		var err error
 		lp, err = l.Libpq(database)
 		return err

@@ -72,7 +72,7 @@ func (a *Admin) handleDropDatatableRole(ctx context.Context, req *request.Reques
 	var out *RoleOutcome
 	err = a.WithLifecycleLock(ctx, args.Cluster, rep, func(ctx context.Context, l *Locked) error {
 		var err error
-		out, err = l.dropDatatableRole(ctx, args.Role)
+		out, err = l.dropDatatableRole(ctx, args.Role, req.Attempts > 1)
 		return err
 	})
 	if err != nil {
@@ -157,8 +157,10 @@ func (l *Locked) createMarkedRole(ctx context.Context, conn *pgx.Conn, role, mar
 		return err
 	})
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42710" {
-		return request.Refusef("role %q already exists on cluster %q and was not created by this request", role, l.cluster.Name)
+	if errors.As(err, &pgErr) && (pgErr.Code == "42710" || pgErr.Code == "23505") {
+		// The role appeared after the check: an earlier attempt of this request, or someone else.
+		// Transient: the next attempt fences and checks again (and refuses a role not ours).
+		return retryable(fmt.Errorf("role %q appeared on cluster %q while it was being created; checking again: %w", role, l.cluster.Name, err))
 	}
 	if err != nil {
 		return fmt.Errorf("create datatable role %q on cluster %q: %w", role, l.cluster.Name, err)
@@ -168,16 +170,18 @@ func (l *Locked) createMarkedRole(ctx context.Context, conn *pgx.Conn, role, mar
 
 // dropDatatableRole drops a recorded role carrying the recorded request's marker, then removes
 // the record. Objects or privileges still held by the role refuse the drop (PostgreSQL's detail
-// says which).
-func (l *Locked) dropDatatableRole(ctx context.Context, role string) (*RoleOutcome, error) {
+// says which). After an interrupted attempt (interrupted), no record and no role means an earlier
+// attempt of this request finished the drop.
+func (l *Locked) dropDatatableRole(ctx context.Context, role string, interrupted bool) (*RoleOutcome, error) {
 	c := l.cluster
 	out := &RoleOutcome{Cluster: c.Name, Role: role}
 	rec, err := l.roleRecord(ctx, role)
 	if err != nil {
 		return nil, err
 	}
-	if !rec.Exists() {
-		return nil, request.Refusef("role %q on cluster %q was not created by dataenv (no record in dataenv.datatable_roles); it is left alone", role, c.Name)
+	notOurs := request.Refusef("role %q on cluster %q was not created by dataenv (no record in dataenv.datatable_roles); it is left alone", role, c.Name)
+	if !rec.Exists() && !interrupted {
+		return nil, notOurs
 	}
 	conn, err := l.Connect(ctx, "")
 	if err != nil {
@@ -187,6 +191,13 @@ func (l *Locked) dropDatatableRole(ctx context.Context, role string) (*RoleOutco
 	st, err := readRoleState(ctx, conn, role)
 	if err != nil {
 		return nil, retryable(err)
+	}
+	if !rec.Exists() {
+		if st.exists {
+			return nil, notOurs
+		}
+		out.Status, out.Detail = StatusDropped, "already dropped by an earlier attempt of this request"
+		return out, nil
 	}
 	if err := l.checkIdentity(ctx, conn, "role", role, rec, st.oid, 0); err != nil {
 		return nil, err

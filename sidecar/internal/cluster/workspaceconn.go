@@ -8,9 +8,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/internal/fence"
 )
 
-// workspaceApplicationName names the connections made as a workspace role.
+// workspaceApplicationName names the connections made as a workspace role outside a request;
+// inside one they carry the attempt's application_name (fence.AppName), so a later attempt of
+// the request ends them like its admin sessions.
 const workspaceApplicationName = "dataenv-workspace"
 
 // roleCacheTTL is how long a converged workspace role is trusted without checking it on the
@@ -66,8 +70,13 @@ func (c *roleCache) forget(cluster, workspace string) {
 
 // WorkspaceConnConfig is the configuration of a connection to database of the cluster as
 // workspace's role (EnsureWorkspaceRole first): the cluster's TLS settings, search_path pinned,
-// application_name dataenv-workspace. It carries the role's password: never log it.
+// application_name the attempt's (dataenv-workspace outside a request). Inside a request the
+// cluster is fenced first (earlier attempts' sessions, the workspace role's included, are ended
+// before this one acts). It carries the role's password: never log it.
 func (l *Locked) WorkspaceConnConfig(ctx context.Context, workspace, database string) (*pgx.ConnConfig, error) {
+	if err := l.admin.fenceForLibpq(ctx, l); err != nil {
+		return nil, err
+	}
 	role, pw, err := l.ensureWorkspaceRole(ctx, workspace)
 	if err != nil {
 		return nil, err
@@ -77,7 +86,7 @@ func (l *Locked) WorkspaceConnConfig(ctx context.Context, workspace, database st
 		return nil, err
 	}
 	cfg.User, cfg.Password = role.Name, pw
-	cfg.RuntimeParams["application_name"] = workspaceApplicationName
+	cfg.RuntimeParams["application_name"] = fence.AppName(ctx, workspaceApplicationName)
 	return cfg, nil
 }
 
@@ -100,27 +109,34 @@ func (l *Locked) ConnectWorkspace(ctx context.Context, workspace, database strin
 }
 
 // WorkspaceLibpq is the libpq environment (see Libpq) of database of the cluster as workspace's
-// role: what a DuckDB job's postgres secret or a libpq tool run for the workspace uses. Close it.
+// role: what a DuckDB job's postgres secret or a libpq tool run for the workspace uses, named
+// like WorkspaceConnConfig's connections and fenced first the same way. Close it.
 func (l *Locked) WorkspaceLibpq(ctx context.Context, workspace, database string) (*Libpq, error) {
+	if err := l.admin.fenceForLibpq(ctx, l); err != nil {
+		return nil, err
+	}
 	role, pw, err := l.ensureWorkspaceRole(ctx, workspace)
 	if err != nil {
 		return nil, err
 	}
-	return l.workspaceLibpq(role, pw, database)
+	return l.workspaceLibpq(ctx, role, pw, database)
 }
 
 // WorkspaceLibpqAt is WorkspaceLibpq for the role of a workspace not committed yet (see
 // EnsureWorkspaceRoleAt): what a fork copy's restore runs as.
 func (l *Locked) WorkspaceLibpqAt(ctx context.Context, workspace string, incarnation time.Time, database string) (*Libpq, error) {
+	if err := l.admin.fenceForLibpq(ctx, l); err != nil {
+		return nil, err
+	}
 	role, pw, err := l.ensureWorkspaceRoleAt(ctx, workspace, incarnation)
 	if err != nil {
 		return nil, err
 	}
-	return l.workspaceLibpq(role, pw, database)
+	return l.workspaceLibpq(ctx, role, pw, database)
 }
 
-func (l *Locked) workspaceLibpq(role *WorkspaceRole, pw, database string) (*Libpq, error) {
-	lp, err := l.admin.libpq(l.cluster, database)
+func (l *Locked) workspaceLibpq(ctx context.Context, role *WorkspaceRole, pw, database string) (*Libpq, error) {
+	lp, err := l.admin.libpq(l.cluster, database, fence.AppName(ctx, workspaceApplicationName))
 	if err != nil {
 		return nil, err
 	}
@@ -130,8 +146,6 @@ func (l *Locked) workspaceLibpq(role *WorkspaceRole, pw, database string) (*Libp
 			lp.Env[i] = "PGUSER=" + role.Name
 		case "PGPASSWORD":
 			lp.Env[i] = "PGPASSWORD=" + pw
-		case "PGAPPNAME":
-			lp.Env[i] = "PGAPPNAME=" + workspaceApplicationName
 		}
 	}
 	return lp, nil

@@ -159,6 +159,9 @@ func (a *Admin) DropWorkspaceRoles(ctx context.Context, workspace string, rep re
 	var errs []error
 	for _, c := range clusters {
 		err := a.WithLifecycleLock(ctx, c, rep, func(ctx context.Context, l *Locked) error {
+			if err := crashpoint.FailOnce(CrashFailWorkspaceRoleDrop); err != nil {
+				return retryable(err) // tests: a transient fault in the drop
+			}
 			return l.DropWorkspaceRole(ctx, workspace)
 		})
 		if err != nil {

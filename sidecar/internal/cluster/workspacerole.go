@@ -19,6 +19,9 @@ import (
 const (
 	CrashAfterCreateWorkspaceRole = "cluster.workspace_role.after_create"
 	CrashAfterDropWorkspaceRole   = "cluster.workspace_role.after_drop"
+	// CrashFailWorkspaceRoleDrop makes the first role drop of DropWorkspaceRoles fail with a
+	// transient error (crashpoint.FailOnce), instead of dying.
+	CrashFailWorkspaceRoleDrop = "cluster.workspace_role.fail_drop"
 )
 
 // WorkspaceRole is a workspace's managed role on one cluster: what its jobs and its members reach

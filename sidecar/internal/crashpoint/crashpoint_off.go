@@ -10,3 +10,6 @@ func Armed(string) bool { return false }
 
 // HitOnce does nothing without the dataenv_testhooks tag.
 func HitOnce(string) {}
+
+// FailOnce returns nil without the dataenv_testhooks tag.
+func FailOnce(string) error { return nil }

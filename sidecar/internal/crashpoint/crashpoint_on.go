@@ -3,6 +3,7 @@
 package crashpoint
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"syscall"
@@ -50,4 +51,21 @@ func HitOnce(point string) {
 	}
 	_ = f.Close()
 	Hit(point)
+}
+
+// FailOnce returns an error at point the first time only, instead of killing the process: a
+// step that fails with a final error where a real one is hard to provoke (marker as in HitOnce;
+// without DATAENV_CRASH_MARKER_DIR it fails every time).
+func FailOnce(point string) error {
+	if !armed[point] {
+		return nil
+	}
+	if dir := os.Getenv("DATAENV_CRASH_MARKER_DIR"); dir != "" {
+		f, err := os.OpenFile(dir+"/"+point, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil // already failed here once
+		}
+		_ = f.Close()
+	}
+	return errors.New("injected failure at " + point)
 }

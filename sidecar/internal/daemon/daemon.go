@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dataenv/dataenv/sidecar/install"
+	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/httpserver"
 	"github.com/dataenv/dataenv/sidecar/internal/leader"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
@@ -28,16 +29,34 @@ import (
 // Config of the sidecar's runtime. The composition root (sidecar/internal/app) builds what it
 // needs; zero values take the documented defaults.
 type Config struct {
-	DSN           string        // control database (the role that ran install)
-	Pool          *pgxpool.Pool // control database pool, search_path pinned (required)
+	DSN  string        // control database (the role that ran install)
+	Pool *pgxpool.Pool // control database pool, search_path pinned (required)
+	// Instance identifies this process (its dataenv.sidecars row and the application_name of
+	// every session it opens, see sidecar/internal/fence); default a new random id. The
+	// composition root names the pool's sessions with it, so it passes the same id here.
+	Instance      uuid.UUID
 	HTTPAddr      string        // /metrics, /healthz, /readyz; default 127.0.0.1:9750; "-" disables
 	HTTPListener  net.Listener  // bound already (dataenv dev); HTTPAddr is then only reported
 	Concurrency   int           // parallel handlers, default 8
 	ShutdownGrace time.Duration // SIGTERM: time for running handlers to finish, default 30s
-	Logger        *slog.Logger
-	Registry      *request.Registry   // every request kind's handler (required)
-	Metrics       *metrics.Metrics    // required
-	Gatherer      prometheus.Gatherer // served on /metrics (required)
+	// RescueInterval is the period of the leader's rescuer sweep, default 2s; RescueAfter the age
+	// past which an unfinished request no worker holds is rescued, default 2s.
+	RescueInterval time.Duration
+	RescueAfter    time.Duration
+	// RetryWindow is how long a request hitting transient faults is retried before it fails,
+	// default 30 minutes.
+	RetryWindow time.Duration
+	Logger      *slog.Logger
+	Registry    *request.Registry   // every request kind's handler (required)
+	Metrics     *metrics.Metrics    // required
+	Gatherer    prometheus.Gatherer // served on /metrics (required)
+	// RequestRetention keeps finished requests this long; default 7 days, negative forever.
+	RequestRetention time.Duration
+	// JobKinds run on job workers of their own (JobConcurrency, at most JobsPerUser per user
+	// and JobsPerWorkspace per workspace), so control-plane kinds never wait behind jobs; see
+	// dispatch.Config.
+	JobKinds                                      []string
+	JobConcurrency, JobsPerUser, JobsPerWorkspace int
 }
 
 func (c *Config) defaults() {
@@ -52,6 +71,9 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Instance == uuid.Nil {
+		c.Instance = uuid.New()
 	}
 }
 
@@ -70,7 +92,7 @@ type Sidecar struct {
 // Run runs the sidecar until ctx ends (SIGTERM), then drains within the grace period.
 func Run(ctx context.Context, cfg Config) error {
 	cfg.defaults()
-	s := &Sidecar{cfg: cfg, id: uuid.New(), pool: cfg.Pool}
+	s := &Sidecar{cfg: cfg, id: cfg.Instance, pool: cfg.Pool}
 	if err := s.checkSchema(ctx); err != nil {
 		return err
 	}
@@ -80,6 +102,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer stopHTTP()
+	// The row exists before this process can lead: a new leader's fence finds every instance
+	// that ever opened a session (sidecar/internal/fence).
+	s.beat(ctx)
 	go s.heartbeat(ctx)
 	return s.campaignLoop(ctx)
 }
@@ -140,7 +165,7 @@ func (s *Sidecar) readiness(ctx context.Context) (httpserver.Readiness, error) {
 
 // campaignLoop waits for leadership, leads until it is lost or ctx ends, and campaigns again.
 func (s *Sidecar) campaignLoop(ctx context.Context) error {
-	el := &leader.Elector{DSN: s.cfg.DSN, Logger: s.cfg.Logger}
+	el := &leader.Elector{DSN: s.cfg.DSN, AppName: fence.SessionName(s.id, fence.RoleLeader), Logger: s.cfg.Logger}
 	for {
 		lease, err := el.Campaign(ctx)
 		if err != nil {

@@ -8,8 +8,11 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/dataenv/dataenv/sidecar/internal/dispatch"
+	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/leader"
 	"github.com/dataenv/dataenv/sidecar/internal/replication"
+	"github.com/dataenv/dataenv/sidecar/internal/rescuer"
+	"github.com/dataenv/dataenv/sidecar/internal/retention"
 )
 
 // lead runs the leader's work until leadership is lost or ctx ends. On ctx's end (SIGTERM) it
@@ -27,9 +30,17 @@ func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease) {
 	}()
 	workCtx, cancelWork := context.WithCancel(leaseCtx)
 	defer cancelWork()
-	d := dispatch.New(dispatch.Config{Pool: s.pool, DSN: s.cfg.DSN, Registry: s.cfg.Registry,
-		Concurrency: s.cfg.Concurrency, Logger: s.cfg.Logger, Observer: s.cfg.Metrics})
+	s.takeover(leaseCtx)
+	d := dispatch.New(dispatch.Config{Pool: s.pool, DSN: s.cfg.DSN, Instance: s.id,
+		GateAppName: fence.SessionName(s.id, fence.RoleGate), Registry: s.cfg.Registry,
+		Concurrency: s.cfg.Concurrency, RetryWindow: s.cfg.RetryWindow, Logger: s.cfg.Logger, Observer: s.cfg.Metrics,
+		JobKinds: s.cfg.JobKinds, JobConcurrency: s.cfg.JobConcurrency, JobsPerUser: s.cfg.JobsPerUser,
+		JobsPerWorkspace: s.cfg.JobsPerWorkspace})
 	d.Start(leaseCtx, workCtx)
+	go retention.New(retention.Config{Pool: s.pool, Retention: s.cfg.RequestRetention, Logger: s.cfg.Logger}).Run(workCtx)
+	resc := rescuer.New(rescuer.Config{Pool: s.pool, Dispatcher: d, Interval: s.cfg.RescueInterval,
+		RescueAfter: s.cfg.RescueAfter, Logger: s.cfg.Logger, Observer: s.cfg.Metrics})
+	go resc.Run(workCtx)
 	streamDone := make(chan struct{})
 	go func() {
 		defer close(streamDone)
@@ -85,6 +96,7 @@ func (s *Sidecar) streamOnce(ctx context.Context, d *dispatch.Dispatcher) error 
 		return err
 	}
 	stream := replication.New(replication.Config{DSN: s.cfg.DSN, Slot: slot, Logger: s.cfg.Logger, Observer: s,
+		AppName: fence.SessionName(s.id, fence.RoleReplication),
 		OnConnected: func(ctx context.Context) error {
 			n, err := d.Rescan(ctx)
 			if err == nil {

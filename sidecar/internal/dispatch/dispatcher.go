@@ -1,6 +1,3 @@
-// Package dispatch runs requests: it takes decoded transactions from the replication stream (and
-// unfinished rows re-read from the table), runs each request's handler on a bounded pool of
-// workers, and writes outcomes back in batches.
 package dispatch
 
 import (
@@ -27,26 +24,49 @@ type Observer interface {
 type Config struct {
 	Pool        *pgxpool.Pool     // control database, the sidecar's role (bypasses RLS)
 	DSN         string            // control database, for the gate connection
+	GateAppName string            // application_name of the gate connection, default "dataenv"
+	Instance    uuid.UUID         // this sidecar process (names the sessions of each attempt)
 	Registry    *request.Registry // handlers per kind
-	Concurrency int               // parallel handlers, default 8
-	MaxAttempts int               // attempts for retryable failures, default 5
-	GateLimit   int               // request gates held at once, default 4096
-	MaxBatch    int               // outcomes per write, default 512
+	Concurrency int               // parallel handlers of control-plane kinds, default 8
+	// JobKinds are the kinds that run on the job workers (run, materialize): JobConcurrency of
+	// them, at most JobsPerUser per requesting user and JobsPerWorkspace per workspace (args'
+	// workspace) at once. Empty: every kind is control-plane.
+	JobKinds         []string
+	JobConcurrency   int           // default 4
+	JobsPerUser      int           // default JobConcurrency - 1 (at least 1): a slot stays for others
+	JobsPerWorkspace int           // default JobConcurrency - 1 (at least 1)
+	QueueReportEvery time.Duration // least time between two rounds of queue steps, default 1s
+	// RetryWindow is how long a request whose handler keeps hitting transient faults is retried
+	// (each retry a new attempt, capped backoff) before it fails; default 30 minutes.
+	RetryWindow time.Duration
+	GateLimit   int // request gates held at once, default 4096
+	MaxBatch    int // outcomes per write, default 512
 	Logger      *slog.Logger
-	Observer    Observer                             // may be nil
-	Now         func() time.Time                     // clock, default time.Now
-	Sleep       func(time.Duration) <-chan time.Time // retry delay, default time.After
+	Observer    Observer         // may be nil
+	Signals     *Signals         // test hooks, nil in production
+	Now         func() time.Time // clock, default time.Now
 }
 
 // entry is one in-flight request.
 type entry struct {
 	req      request.Request
+	xact     string // the inserting transaction (xid8) from the decoded tuple; "" when read from the table
 	fromScan bool
 	enqueued time.Time
 	cancel   context.CancelCauseFunc // set while its handler runs
 	userStop atomic.Bool             // dataenv.cancel() was called
 	durable  bool                    // claimed (running committed) or finished
 	acks     []*txAck                // transactions waiting for this entry to be durable
+
+	class int      // classControl or classJob
+	owner jobOwner // a job's user and workspace
+	// queueNote is the last queue step written (touched by the queue reporter only).
+	queueNote string
+
+	// Touched only by the worker holding the entry, or by its deferral timer afterwards.
+	claimTries   int       // claims in a row that matched no row
+	failures     int       // transient handler failures in a row
+	failingSince time.Time // first of those failures
 }
 
 // txAck counts the requests of one decoded transaction that are not durable yet.
@@ -55,7 +75,8 @@ type txAck struct {
 	ack       func()
 }
 
-// Dispatcher is the request state machine. Deliver and Rescan feed it; Start runs it.
+// Dispatcher is the request state machine (see doc.go). Deliver, Rescan and Rescue feed it;
+// Start runs it.
 type Dispatcher struct {
 	cfg    Config
 	gate   *gate
@@ -65,9 +86,15 @@ type Dispatcher struct {
 	inflight map[uuid.UUID]*entry
 	queue    []*entry
 	running  int
-	wake     chan struct{}
+	deferred int
+	wakes    [numClasses]chan struct{}
 	stopping bool
-	wg       sync.WaitGroup
+	// running jobs in total, per user and per workspace (the caps of Config.JobsPer*)
+	jobsRunning     int
+	jobsByUser      map[string]int
+	jobsByWorkspace map[string]int
+	queueSig        chan struct{}
+	wg              sync.WaitGroup
 
 	unwritten atomic.Int64 // outcomes handed to the writer and not yet written or dropped
 }
@@ -77,8 +104,8 @@ func New(cfg Config) *Dispatcher {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 8
 	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 5
+	if cfg.RetryWindow <= 0 {
+		cfg.RetryWindow = 30 * time.Minute
 	}
 	if cfg.GateLimit <= 0 {
 		cfg.GateLimit = 4096
@@ -92,13 +119,29 @@ func New(cfg Config) *Dispatcher {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = time.After
+	if cfg.GateAppName == "" {
+		cfg.GateAppName = "dataenv"
 	}
-	d := &Dispatcher{cfg: cfg, inflight: map[uuid.UUID]*entry{}, wake: make(chan struct{}, 1)}
-	d.gate = newGate(cfg.DSN, cfg.GateLimit, cfg.Logger)
+	if cfg.JobConcurrency <= 0 {
+		cfg.JobConcurrency = 4
+	}
+	if cfg.JobsPerUser <= 0 {
+		cfg.JobsPerUser = max(cfg.JobConcurrency-1, 1)
+	}
+	if cfg.JobsPerWorkspace <= 0 {
+		cfg.JobsPerWorkspace = max(cfg.JobConcurrency-1, 1)
+	}
+	if cfg.QueueReportEvery <= 0 {
+		cfg.QueueReportEvery = time.Second
+	}
+	d := &Dispatcher{cfg: cfg, inflight: map[uuid.UUID]*entry{}, jobsByUser: map[string]int{},
+		jobsByWorkspace: map[string]int{}, queueSig: make(chan struct{}, 1)}
+	for c := range d.wakes {
+		d.wakes[c] = make(chan struct{}, 1)
+	}
+	d.gate = newGate(cfg.DSN, cfg.GateAppName, cfg.GateLimit, cfg.Logger)
 	d.writer = &writer{pool: cfg.Pool, log: cfg.Logger, in: make(chan *outcome, 4*cfg.MaxBatch),
-		maxBatch: cfg.MaxBatch, done: d.outcomeDone}
+		maxBatch: cfg.MaxBatch, done: d.outcomeDone, signals: cfg.Signals}
 	return d
 }
 
@@ -108,7 +151,14 @@ func (d *Dispatcher) Start(ctx context.Context, workCtx context.Context) {
 	go d.writer.run(ctx)
 	for range d.cfg.Concurrency {
 		d.wg.Add(1)
-		go d.worker(workCtx)
+		go d.worker(workCtx, classControl)
+	}
+	if len(d.cfg.JobKinds) > 0 {
+		for range d.cfg.JobConcurrency {
+			d.wg.Add(1)
+			go d.worker(workCtx, classJob)
+		}
+		go d.reportQueue(workCtx)
 	}
 }
 
@@ -134,7 +184,7 @@ func (d *Dispatcher) Deliver(_ context.Context, tx *replication.Tx, ack func()) 
 			continue
 		}
 		if ch.Op == replication.Insert && req.Status == request.Pending {
-			if e := d.admitLocked(req, false); !e.durable {
+			if e := d.admitLocked(req, valueOf(ch, "xact"), false); !e.durable {
 				e.acks = append(e.acks, ta)
 				ta.remaining++
 			}
@@ -154,25 +204,53 @@ func (d *Dispatcher) Rescan(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	d.mu.Lock()
 	n := 0
 	for _, r := range reqs {
-		if _, ok := d.inflight[r.ID]; !ok {
-			d.admitLocked(r, true)
+		if d.Rescue(r) {
 			n++
 		}
 	}
-	d.mu.Unlock()
-	d.poke()
 	return n, nil
 }
 
+// Rescue queues req, read from the table, unless it is in flight already; it reports whether it
+// did. The rescuer (sidecar/internal/rescuer) calls it for requests that no worker holds.
+func (d *Dispatcher) Rescue(req request.Request) bool {
+	d.mu.Lock()
+	_, held := d.inflight[req.ID]
+	admit := !held && !d.stopping
+	if admit {
+		d.admitLocked(req, "", true)
+	}
+	d.mu.Unlock()
+	if admit {
+		d.poke()
+	}
+	return admit
+}
+
+// InFlight reports whether the request is held by this dispatcher (queued, deferred, running or
+// waiting for its outcome write).
+func (d *Dispatcher) InFlight(id uuid.UUID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.inflight[id]
+	return ok
+}
+
 // admitLocked returns the in-flight entry of req, creating and queueing it when new.
-func (d *Dispatcher) admitLocked(req request.Request, fromScan bool) *entry {
+func (d *Dispatcher) admitLocked(req request.Request, xact string, fromScan bool) *entry {
 	if e, ok := d.inflight[req.ID]; ok {
+		if e.xact == "" {
+			e.xact = xact
+		}
 		return e
 	}
-	e := &entry{req: req, fromScan: fromScan, enqueued: d.cfg.Now()}
+	e := &entry{req: req, xact: xact, fromScan: fromScan, enqueued: d.cfg.Now(), class: d.classOf(req.Kind)}
+	if e.class == classJob {
+		e.owner = ownerOf(req)
+		d.queueChanged()
+	}
 	if req.CancelRequested {
 		e.userStop.Store(true)
 	}
@@ -212,7 +290,8 @@ func (d *Dispatcher) markDurable(e *entry) {
 	}
 }
 
-// forget drops e once its outcome is written (or found stale).
+// forget drops e once its outcome is written, or once its row provably moved on (finished, a
+// newer attempt, deleted): its state is then the table's, so its transactions are acknowledged.
 func (d *Dispatcher) forget(e *entry) {
 	d.markDurable(e)
 	d.mu.Lock()
@@ -223,18 +302,49 @@ func (d *Dispatcher) forget(e *entry) {
 	d.gate.Unlock(e.req.ID)
 }
 
+// drop forgets e without acknowledging anything, only when the dispatcher itself is going away
+// (shutdown, lost leadership): its row is unfinished, and the next leader's start-up re-read and
+// its rescuer resume it.
+func (d *Dispatcher) drop(e *entry) {
+	d.mu.Lock()
+	if d.inflight[e.req.ID] == e {
+		delete(d.inflight, e.req.ID)
+	}
+	d.mu.Unlock()
+	d.gate.Unlock(e.req.ID)
+}
+
+// later queues e again after delay (a claim to try again, a retry's backoff). The worker is free
+// meanwhile; the entry stays in flight, so nothing else admits it twice.
+func (d *Dispatcher) later(e *entry, delay time.Duration) {
+	d.mu.Lock()
+	d.deferred++
+	d.mu.Unlock()
+	time.AfterFunc(delay, func() {
+		d.mu.Lock()
+		d.deferred--
+		if d.stopping || d.inflight[e.req.ID] != e {
+			d.mu.Unlock()
+			return
+		}
+		d.queue = append(d.queue, e)
+		d.mu.Unlock()
+		d.poke()
+	})
+}
+
+// poke wakes an idle worker of every class.
 func (d *Dispatcher) poke() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
+	for c := range d.wakes {
+		d.pokeClass(c)
 	}
 }
 
-// Counts returns the queued and running request counts.
+// Counts returns the queued (including deferred) and running request counts.
 func (d *Dispatcher) Counts() (queued, running int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.queue), d.running
+	return len(d.queue) + d.deferred, d.running
 }
 
 func valueOf(ch replication.Change, col string) string {

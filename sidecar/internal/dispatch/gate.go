@@ -18,9 +18,10 @@ import (
 // past the cap, or while the connection is down, waiters fall back to their backoff re-check.
 // Losing the connection releases every gate at once, which only wakes waiters early.
 type gate struct {
-	dsn   string
-	log   *slog.Logger
-	limit int
+	dsn     string
+	appName string
+	log     *slog.Logger
+	limit   int
 
 	mu     sync.Mutex
 	toLock map[uuid.UUID]time.Time // when the request was admitted
@@ -33,8 +34,8 @@ type gate struct {
 // gateDelay is how long a request runs before it is gated.
 const gateDelay = 10 * time.Millisecond
 
-func newGate(dsn string, limit int, log *slog.Logger) *gate {
-	g := &gate{dsn: dsn, log: log, limit: limit, toLock: map[uuid.UUID]time.Time{}, toFree: map[uuid.UUID]bool{},
+func newGate(dsn, appName string, limit int, log *slog.Logger) *gate {
+	g := &gate{dsn: dsn, appName: appName, log: log, limit: limit, toLock: map[uuid.UUID]time.Time{}, toFree: map[uuid.UUID]bool{},
 		held: map[uuid.UUID]bool{}, wake: make(chan struct{}, 1)}
 	g.timer = time.AfterFunc(time.Hour, g.poke)
 	return g
@@ -97,7 +98,12 @@ func (g *gate) run(ctx context.Context) {
 }
 
 func (g *gate) session(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, g.dsn)
+	cfg, err := pgx.ParseConfig(g.dsn)
+	if err != nil {
+		return err
+	}
+	cfg.RuntimeParams["application_name"] = g.appName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,11 @@ const appendStepSQL = `
 UPDATE dataenv.requests SET steps = steps || $3::jsonb, updated_at = clock_timestamp()
  WHERE id = $1 AND attempts = $2 AND status = 'running'`
 
+// appendQueueStepSQL appends a step to a job that still waits in the queue (pending). It leaves
+// updated_at alone: waiting is not progress.
+const appendQueueStepSQL = `
+UPDATE dataenv.requests SET steps = steps || $2::jsonb WHERE id = $1 AND status = 'pending'`
+
 // outcomeSQL writes a batch of outcomes in one statement (one commit, one NOTIFY flush). Claimed
 // requests must still be running with the same attempt; stateless ones (never claimed) must still
 // be pending with the attempt they were read with, and take attempt+1 now.
@@ -32,12 +37,19 @@ UPDATE dataenv.requests r
    AND (o.claimed OR NOT r.cancel_requested)
 RETURNING r.id`
 
-// rowStateSQL reads where a request stands, to tell "not visible yet" from "stale".
+// rowStateSQL reads where a request stands, to tell "not visible yet" from "moved on".
 const rowStateSQL = `SELECT status, attempts, cancel_requested FROM dataenv.requests WHERE id = $1`
+
+// xactStatusSQL tells a transaction still in progress (its commit decoded, not yet visible: a
+// synchronous standby has not answered) from one that is over.
+const xactStatusSQL = `SELECT pg_catalog.pg_xact_status($1::xid8)`
+
+// RequestColumns are the columns ScanRequest reads, in its order.
+const RequestColumns = `id, kind, args, status, attempts, requested_by, cancel_requested, created_at`
 
 // unfinishedSQL lists requests to resume after a start, a reconnect or a lost slot.
 const unfinishedSQL = `
-SELECT id, kind, args, status, attempts, requested_by, cancel_requested, created_at
+SELECT ` + RequestColumns + `
   FROM dataenv.requests
  WHERE status IN ('pending', 'running')
  ORDER BY created_at, id`

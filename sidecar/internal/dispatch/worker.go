@@ -5,36 +5,39 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
-var (
-	errCancelledByUser = errors.New("cancelled by dataenv.cancel()")
-	errStale           = errors.New("request is finished or owned by a newer attempt")
-)
+var errCancelledByUser = errors.New("cancelled by dataenv.cancel()")
 
-func (d *Dispatcher) worker(ctx context.Context) {
+// worker runs entries of one class (fair.go) until the dispatcher stops.
+func (d *Dispatcher) worker(ctx context.Context, class int) {
 	defer d.wg.Done()
 	for {
-		e := d.next(ctx)
+		e := d.next(ctx, class)
 		if e == nil {
 			return
 		}
 		d.process(ctx, e)
 		d.mu.Lock()
 		d.running--
+		d.doneLocked(e)
 		d.mu.Unlock()
+		if class == classJob {
+			// A job's caps are free again: a waiting job may start, and the waiting move up.
+			d.pokeClass(classJob)
+			d.queueChanged()
+		}
 	}
 }
 
-// next pops the oldest queued entry, or returns nil when stopping.
-func (d *Dispatcher) next(ctx context.Context) *entry {
+// next takes the entry a worker of class runs next (pickLocked), or returns nil when stopping.
+func (d *Dispatcher) next(ctx context.Context, class int) *entry {
 	for {
 		d.mu.Lock()
 		if d.stopping {
@@ -42,14 +45,18 @@ func (d *Dispatcher) next(ctx context.Context) *entry {
 			d.poke() // wake the next idle worker so it sees stopping too
 			return nil
 		}
-		if len(d.queue) > 0 {
-			e := d.queue[0]
-			d.queue = d.queue[1:]
+		if i := d.pickLocked(class); i >= 0 {
+			e := d.queue[i]
+			d.queue = slices.Delete(d.queue, i, i+1)
 			d.running++
-			more := len(d.queue) > 0
+			d.startLocked(e)
+			more := d.pickLocked(class) >= 0
 			d.mu.Unlock()
 			if more {
-				d.poke()
+				d.pokeClass(class)
+			}
+			if class == classJob {
+				d.queueChanged()
 			}
 			return e
 		}
@@ -57,12 +64,13 @@ func (d *Dispatcher) next(ctx context.Context) *entry {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-d.wake:
+		case <-d.wakes[class]:
 		}
 	}
 }
 
-// process runs one request to its outcome: claim (unless stateless), handler, outcome.
+// process takes one step of a request: claim it (unless stateless) and run its handler, or
+// decide what a claim that matched no row means.
 func (d *Dispatcher) process(ctx context.Context, e *entry) {
 	h, ok := d.cfg.Registry.Lookup(e.req.Kind)
 	if !ok {
@@ -70,106 +78,103 @@ func (d *Dispatcher) process(ctx context.Context, e *entry) {
 			fmt.Errorf("this sidecar has no handler for request kind %q: upgrade the sidecar", e.req.Kind))
 		return
 	}
-	st, _ := h.(request.Stateless)
-	claimed := st == nil || !st.Stateless()
-	attempt := e.req.Attempts
-	if claimed {
-		var err error
-		if attempt, err = d.claim(ctx, e); err != nil {
-			if errors.Is(err, errStale) && e.userStop.Load() {
-				d.finishCancelledRunning(ctx, e)
-				return
-			}
-			d.logClaimFailure(ctx, e, err)
-			return
-		}
+	if st, _ := h.(request.Stateless); st != nil && st.Stateless() {
+		d.runHandler(ctx, e, h, e.req.Attempts, false)
+		return
+	}
+	c := d.claim(ctx, e)
+	ev := Event{Request: e.req.ID, Attempt: c.attempt, Reason: c.reason}
+	switch c.kind {
+	case claimed:
+		e.claimTries = 0
 		d.markDurable(e)
+		d.cfg.Signals.send(sigClaimed, ev)
 		crashpoint.HitOnce("dispatch.after_claim")
-	}
-	d.runHandler(ctx, e, h, attempt, claimed)
-}
-
-func (d *Dispatcher) logClaimFailure(ctx context.Context, e *entry, err error) {
-	if errors.Is(err, errStale) {
-		var status string
-		var attempts int
-		var cancelled bool
-		_ = d.cfg.Pool.QueryRow(ctx, rowStateSQL, e.req.ID).Scan(&status, &attempts, &cancelled)
-		d.cfg.Logger.Info("request already handled elsewhere; skipping it", "request", e.req.ID,
-			"read_attempt", e.req.Attempts, "row_status", status, "row_attempts", attempts, "row_cancel_requested", cancelled)
+		d.runHandler(ctx, e, h, c.attempt, true)
+	case claimLater:
+		e.claimTries++
+		if e.claimTries == 10 {
+			d.cfg.Logger.Info("request claim keeps matching no row; still trying", "request", e.req.ID, "reason", c.reason)
+		}
+		d.cfg.Signals.send(sigDeferred, ev)
+		d.later(e, c.delay)
+	case claimLetGo:
+		d.cfg.Logger.Info("request moved on; letting it go", "request", e.req.ID, "reason", c.reason,
+			"held_attempt", e.req.Attempts, "row_status", c.row.status, "row_attempts", c.row.attempts)
+		d.cfg.Signals.send(sigLetGo, ev)
 		d.forget(e)
-		return
+	case claimCancel:
+		d.finish(ctx, e, c.attempt, true, request.Cancelled, nil, errCancelledByUser)
+	case claimStopping:
+		d.drop(e)
 	}
-	if ctx.Err() == nil {
-		d.cfg.Logger.Warn("claiming request failed; it is resumed at the next rescan", "request", e.req.ID, "error", err)
-	}
-	d.drop(e)
-}
-
-// finishCancelledRunning finishes a running request whose cancellation arrived while no handler
-// ran (found by a rescan): the claim refuses cancelled rows, so the outcome is written directly.
-func (d *Dispatcher) finishCancelledRunning(ctx context.Context, e *entry) {
-	var status string
-	var attempts int
-	var cancelled bool
-	if err := d.cfg.Pool.QueryRow(ctx, rowStateSQL, e.req.ID).Scan(&status, &attempts, &cancelled); err != nil || status != "running" {
-		d.forget(e)
-		return
-	}
-	d.finish(ctx, e, attempts, true, request.Cancelled, nil, errCancelledByUser)
 }
 
 func (d *Dispatcher) runHandler(ctx context.Context, e *entry, h request.Handler, attempt int, claimed bool) {
-	for {
-		hctx, cancel := context.WithCancelCause(ctx)
-		d.mu.Lock()
-		e.cancel = cancel
-		d.mu.Unlock()
-		if e.userStop.Load() {
-			cancel(errCancelledByUser)
-		}
-		req := e.req
-		req.Attempts, req.Status = attempt, request.Running
-		started := d.cfg.Now()
-		result, err := h.Handle(hctx, &req, &reporter{d: d, e: e, attempt: attempt})
-		cancel(nil)
-		switch {
-		case e.userStop.Load() && err != nil:
-			d.finishAt(ctx, e, attempt, claimed, request.Cancelled, nil, errCancelledByUser, started)
-		case ctx.Err() != nil:
-			d.drop(e) // shutdown or lost leadership: the next leader resumes it
-		case err != nil && claimed && request.IsRetryable(err) && attempt < d.cfg.MaxAttempts:
-			if attempt = d.retry(ctx, e, attempt, err); attempt == 0 {
-				return
-			}
-			continue
-		case err != nil:
-			d.finishAt(ctx, e, attempt, claimed, request.Failed, nil, err, started)
-		default:
-			d.finishAt(ctx, e, attempt, claimed, request.Succeeded, result, nil, started)
-		}
-		return
+	hctx, cancel := context.WithCancelCause(ctx)
+	rep := &reporter{d: d, e: e, attempt: attempt}
+	if claimed {
+		// The attempt names its sessions and fences earlier attempts' (sidecar/internal/fence).
+		hctx = fence.WithAttempt(hctx, &fence.Attempt{Instance: d.cfg.Instance, Request: e.req.ID, Number: attempt,
+			Reporter: func(name, status, detail string) {
+				rep.Step(hctx, request.Step{Name: name, Status: status, Detail: detail})
+			}})
+	}
+	d.mu.Lock()
+	e.cancel = cancel
+	d.mu.Unlock()
+	if e.userStop.Load() {
+		cancel(errCancelledByUser)
+	}
+	req := e.req
+	req.Attempts, req.Status = attempt, request.Running
+	started := d.cfg.Now()
+	result, err := h.Handle(hctx, &req, rep)
+	cancel(nil)
+	switch {
+	case e.userStop.Load() && err != nil:
+		d.finishAt(ctx, e, attempt, claimed, request.Cancelled, nil, errCancelledByUser, started)
+	case ctx.Err() != nil:
+		d.drop(e) // shutdown or lost leadership: the next leader resumes it
+	case err != nil && claimed && request.IsTransient(err) && d.mayRetry(e):
+		d.retryLater(ctx, e, attempt, err)
+	case err != nil:
+		d.finishAt(ctx, e, attempt, claimed, request.Failed, nil, d.finalError(e, err), started)
+	default:
+		d.finishAt(ctx, e, attempt, claimed, request.Succeeded, result, nil, started)
 	}
 }
 
-// retry waits a backoff, then takes a new attempt; 0 means the entry was dropped.
-func (d *Dispatcher) retry(ctx context.Context, e *entry, attempt int, cause error) int {
-	delay := min(time.Duration(1<<min(attempt, 6))*200*time.Millisecond, 30*time.Second)
-	(&reporter{d: d, e: e, attempt: attempt}).Step(ctx, request.Step{Name: "retry", Status: "waiting",
-		Detail: fmt.Sprintf("attempt %d failed (%v); retrying in %s", attempt, cause, delay)})
-	select {
-	case <-ctx.Done():
-		d.drop(e)
-		return 0
-	case <-d.cfg.Sleep(delay):
+// mayRetry reports whether the entry is still within its retry window.
+func (d *Dispatcher) mayRetry(e *entry) bool {
+	return e.failingSince.IsZero() || d.cfg.Now().Sub(e.failingSince) < d.cfg.RetryWindow
+}
+
+// finalError is the error a request fails with; a transient fault that outlasted the retry
+// window says so.
+func (d *Dispatcher) finalError(e *entry, err error) error {
+	if e.failures > 0 && request.IsTransient(err) {
+		return fmt.Errorf("%w (still failing after retrying for %s: fix the cause, then make the request again)",
+			err, d.cfg.RetryWindow)
 	}
-	e.req.Attempts, e.req.Status = attempt, request.Running
-	next, err := d.claim(ctx, e)
-	if err != nil {
-		d.logClaimFailure(ctx, e, err)
-		return 0
+	return err
+}
+
+// retryLater records a "retrying" step and queues the entry again after a capped backoff; its
+// next claim takes a new attempt, which fences this one's sessions and re-checks state.
+func (d *Dispatcher) retryLater(ctx context.Context, e *entry, attempt int, cause error) {
+	e.failures++
+	if e.failingSince.IsZero() {
+		e.failingSince = d.cfg.Now()
 	}
-	return next
+	delay := min(200*time.Millisecond<<min(e.failures-1, 8), 30*time.Second)
+	(&reporter{d: d, e: e, attempt: attempt}).Step(ctx, request.Step{Name: "retry", Status: "retrying",
+		Detail: fmt.Sprintf("attempt %d hit a transient fault (%v); attempt %d starts in %s", attempt, cause, attempt+1, delay)})
+	d.cfg.Logger.Warn("request hit a transient fault; retrying", "request", e.req.ID, "kind", e.req.Kind,
+		"attempt", attempt, "retry_in", delay, "error", cause)
+	d.cfg.Signals.send(sigRetrying, Event{Request: e.req.ID, Attempt: attempt, Reason: cause.Error()})
+	e.req.Attempts, e.req.Status = attempt, request.Running // what the next claim expects
+	d.later(e, delay)
 }
 
 func (d *Dispatcher) finish(ctx context.Context, e *entry, attempt int, claimed bool, st request.Status, result any, err error) {
@@ -215,75 +220,6 @@ func (d *Dispatcher) outcomeDone(o *outcome, written bool) {
 	d.forget(o.e)
 }
 
-// drop forgets e without acknowledging anything: its row is unfinished and will be re-read.
-func (d *Dispatcher) drop(e *entry) {
-	d.mu.Lock()
-	if d.inflight[e.req.ID] == e {
-		delete(d.inflight, e.req.ID)
-	}
-	d.mu.Unlock()
-	d.gate.Unlock(e.req.ID)
-}
-
-// claim moves the request to running with a new attempt number. A 0-row result is retried for a
-// short while because a decoded row may not be visible yet; a row that is visible but finished or
-// at another attempt is stale.
-func (d *Dispatcher) claim(ctx context.Context, e *entry) (int, error) {
-	deadline := d.cfg.Now().Add(visibilityBudget)
-	for delay := time.Millisecond; ; delay = min(delay*2, 100*time.Millisecond) {
-		var attempt int
-		err := d.cfg.Pool.QueryRow(ctx, claimSQL, e.req.ID, e.req.Attempts).Scan(&attempt)
-		if err == nil {
-			return attempt, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return 0, fmt.Errorf("claim request %s: %w", e.req.ID, err)
-		}
-		visible, err := rowVisible(ctx, d.cfg.Pool, e)
-		if err != nil {
-			return 0, err
-		}
-		if visible || d.cfg.Now().After(deadline) {
-			return 0, errStale
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-d.cfg.Sleep(delay):
-		}
-	}
-}
-
-func rowVisible(ctx context.Context, pool *pgxpool.Pool, e *entry) (bool, error) {
-	var status string
-	var attempts int
-	var cancelled bool
-	err := pool.QueryRow(ctx, rowStateSQL, e.req.ID).Scan(&status, &attempts, &cancelled)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read request %s: %w", e.req.ID, err)
-	}
-	return true, nil
-}
-
-// readUnfinished lists the pending and running requests.
-func readUnfinished(ctx context.Context, pool *pgxpool.Pool) ([]request.Request, error) {
-	rows, err := pool.Query(ctx, unfinishedSQL)
-	if err != nil {
-		return nil, fmt.Errorf("read unfinished requests: %w", err)
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (request.Request, error) {
-		var r request.Request
-		var args []byte
-		var status string
-		err := row.Scan(&r.ID, &r.Kind, &args, &status, &r.Attempts, &r.RequestedBy, &r.CancelRequested, &r.CreatedAt)
-		r.Args, r.Status = args, request.Status(status)
-		return r, err
-	})
-}
-
 // reporter writes steps to the row as they happen.
 type reporter struct {
 	d       *Dispatcher
@@ -305,7 +241,8 @@ func (r *reporter) Step(ctx context.Context, s request.Step) {
 }
 
 // Drain stops taking requests and waits (until ctx ends) for running handlers to finish and
-// their outcomes to be written.
+// their outcomes to be written. Entries waiting to be claimed again stay unfinished rows, which
+// the next leader resumes.
 func (d *Dispatcher) Drain(ctx context.Context) error {
 	d.mu.Lock()
 	d.stopping = true

@@ -21,8 +21,7 @@ type outcome struct {
 	attempts int  // the attempt the compare-and-set expects
 	claimed  bool // the request was moved to running first
 	started  time.Time
-	first    time.Time // first write try, for the visibility retry budget
-	tries    int
+	tries    int // writes that matched no row
 }
 
 // writer commits outcomes in batches: many rows, one statement, one commit (the NOTIFY trigger's
@@ -33,11 +32,8 @@ type writer struct {
 	in       chan *outcome
 	maxBatch int
 	done     func(o *outcome, written bool)
+	signals  *Signals
 }
-
-// visibilityBudget is how long a 0-row compare-and-set is retried: a decoded insert can arrive
-// before the row is visible to new snapshots (measured: about 1 in 1,000 outcomes under load).
-const visibilityBudget = 3 * time.Second
 
 func (w *writer) run(ctx context.Context) {
 	for {
@@ -79,6 +75,7 @@ func (w *writer) write(ctx context.Context, batch []*outcome) {
 	var missed []*outcome
 	for _, o := range batch {
 		if written[o.e.req.ID] {
+			w.signals.send(sigWritten, Event{Request: o.e.req.ID, Attempt: o.attempts, Status: o.status})
 			w.done(o, true)
 			continue
 		}
@@ -90,7 +87,7 @@ func (w *writer) write(ctx context.Context, batch []*outcome) {
 // rewriteMissed writes once more, at once, the outcomes whose rows were not visible to the
 // batch's snapshot: the batch took long enough for most of them to become visible, and an
 // immediate second statement (a new snapshot) is far cheaper than a timer and the next batch.
-// What still matches nothing goes to retryInvisible.
+// What still matches nothing goes to recheck.
 func (w *writer) rewriteMissed(ctx context.Context, missed []*outcome) {
 	if len(missed) == 0 {
 		return
@@ -101,10 +98,11 @@ func (w *writer) rewriteMissed(ctx context.Context, missed []*outcome) {
 	}
 	for _, o := range missed {
 		if written[o.e.req.ID] {
+			w.signals.send(sigWritten, Event{Request: o.e.req.ID, Attempt: o.attempts, Status: o.status})
 			w.done(o, true)
 			continue
 		}
-		w.retryInvisible(ctx, o)
+		w.recheck(ctx, o)
 	}
 }
 
@@ -136,31 +134,46 @@ func (w *writer) exec(ctx context.Context, batch []*outcome) (map[uuid.UUID]bool
 	return written, rows.Err()
 }
 
-// retryInvisible handles a compare-and-set that matched no row: either the row is not visible
-// yet (retry shortly, in a later batch) or a newer attempt or a cancellation owns it (stale: drop
-// the outcome). The first retries skip the row read: invisibility lasts well under a millisecond.
-func (w *writer) retryInvisible(ctx context.Context, o *outcome) {
-	if o.first.IsZero() {
-		o.first = time.Now()
-	}
+// recheck handles a compare-and-set that matched no row. A claimed request's row was visible
+// (its claim committed before the handler ran), so no match means it moved on; a stateless
+// request's row may not be visible yet. Only a row that provably moved on (finished, a newer
+// attempt, a cancellation, deleted) drops the outcome; anything else is written again later,
+// however long it takes (the request stays in flight, and its transaction unacknowledged). The
+// first retries skip the row read: invisibility usually lasts well under a millisecond.
+func (w *writer) recheck(ctx context.Context, o *outcome) {
 	o.tries++
 	if o.tries > 3 {
-		var status string
-		var attempts int
-		var cancelled bool
-		err := w.pool.QueryRow(ctx, rowStateSQL, o.e.req.ID).Scan(&status, &attempts, &cancelled)
-		stale := err == nil && (request.Status(status).Finished() || attempts != o.attempts || (!o.claimed && cancelled))
-		if stale || time.Since(o.first) > visibilityBudget {
-			w.log.Info("dropping a stale outcome", "request", o.e.req.ID, "attempt", o.attempts, "row_status", status, "row_attempts", attempts)
+		st, err := readRow(ctx, w.pool, o.e)
+		if err != nil && ctx.Err() != nil {
+			return // leadership lost or shutting down: the next leader resumes the request
+		}
+		if err == nil && o.stale(st) {
+			w.log.Info("dropping an outcome: the request moved on", "request", o.e.req.ID, "attempt", o.attempts,
+				"row_status", st.status, "row_attempts", st.attempts, "row_visible", st.visible)
+			w.signals.send(sigStale, Event{Request: o.e.req.ID, Attempt: o.attempts, Status: o.status})
 			w.done(o, false)
 			return
 		}
 	}
-	delay := min(250*time.Microsecond<<min(o.tries, 9), 100*time.Millisecond)
+	delay := min(250*time.Microsecond<<min(o.tries, 12), time.Second)
 	time.AfterFunc(delay, func() {
 		select {
 		case w.in <- o:
 		case <-ctx.Done():
 		}
 	})
+}
+
+// stale reports whether st shows that o can never be written.
+func (o *outcome) stale(st rowState) bool {
+	switch {
+	case st.gone, st.status.Finished(), st.visible && st.attempts != o.attempts:
+		return true
+	case !st.visible:
+		return false // decoded, not visible yet
+	case o.claimed:
+		return st.status != request.Running
+	default:
+		return st.status != request.Pending || st.cancelled
+	}
 }

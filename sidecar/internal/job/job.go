@@ -31,8 +31,14 @@ const (
 	KindMaterialize = "materialize"
 )
 
-// DefaultMaxResultBytes bounds the rows of a job's result when the request does not.
-const DefaultMaxResultBytes = 1 << 20
+// DefaultMaxResultBytes bounds the rows of a job's result when the request does not: results are
+// kept in dataenv.requests (until the retention prunes them), so they stay small; a request may
+// ask for up to MaxResultBytesLimit (max_result_bytes), and materialize writes any number of rows.
+const DefaultMaxResultBytes = 256 << 10
+
+// MaxResultBytesLimit is the largest max_result_bytes a request may ask for (the SQL validator
+// refuses more).
+const MaxResultBytesLimit = 16 << 20
 
 // Config configures the job handlers.
 type Config struct {
@@ -47,6 +53,8 @@ type Config struct {
 	Isolation client.Isolation
 	// MaxResultBytes bounds result rows; default DefaultMaxResultBytes.
 	MaxResultBytes int64
+	// Limits are the installation's default job limits; zero fields take DefaultLimits.
+	Limits Limits
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics may be nil.
@@ -70,6 +78,7 @@ func New(cfg Config) (*Handlers, error) {
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -80,6 +89,31 @@ func New(cfg Config) (*Handlers, error) {
 func (h *Handlers) Register(reg *request.Registry) {
 	reg.Register(KindRun, request.HandlerFunc(h.handleRun))
 	reg.Register(KindMaterialize, request.HandlerFunc(h.handleMaterialize))
+}
+
+// Prewarm fills the pool of warm spare runners for the jobs' isolation (Config.Runner.WarmSpares;
+// nothing without), so that the first job does not pay the cold start either. A sidecar without
+// the runner binary logs why and goes on: its jobs fail with the reason.
+func (h *Handlers) Prewarm(ctx context.Context) {
+	if h.cfg.Runner.WarmSpares <= 0 {
+		return
+	}
+	c, err := h.client()
+	if err == nil {
+		err = c.Prewarm(ctx, h.cfg.Isolation)
+	}
+	if err != nil && ctx.Err() == nil {
+		h.log.Warn("warm spare DuckDB runners", "error", err)
+	}
+}
+
+// Close stops the spare runners.
+func (h *Handlers) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.runner != nil {
+		h.runner.Close()
+	}
 }
 
 func (h *Handlers) client() (*client.Client, error) {
@@ -106,14 +140,19 @@ type Result struct {
 	Rows      [][]json.RawMessage `json:"rows"`
 	RowCount  int                 `json:"row_count"`
 	Truncated bool                `json:"truncated,omitempty"`
-	Notes     []string            `json:"notes,omitempty"`
-	Duration  string              `json:"duration"`
+	// TruncatedNote says, when Truncated, where the rows were cut and how to get all of them.
+	TruncatedNote string   `json:"truncated_note,omitempty"`
+	Notes         []string `json:"notes,omitempty"`
+	Duration      string   `json:"duration"`
+	// Warm is true when the job ran on a warm spare runner (started ahead, DuckDB open).
+	Warm bool `json:"warm,omitempty"`
 }
 
 type runArgs struct {
-	Workspace      string `json:"workspace"`
-	SQL            string `json:"sql"`
-	MaxResultBytes int64  `json:"max_result_bytes"`
+	Workspace      string  `json:"workspace"`
+	SQL            string  `json:"sql"`
+	MaxResultBytes int64   `json:"max_result_bytes"`
+	TimeoutSeconds float64 `json:"timeout_seconds"`
 }
 
 func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
@@ -124,38 +163,53 @@ func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep requ
 	if strings.TrimSpace(args.SQL) == "" || args.Workspace == "" {
 		return nil, request.Refusef("run: workspace and sql are required")
 	}
+	lim, err := h.limits(ctx, args.Workspace, args.TimeoutSeconds)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := h.cfg.Resolver.Resolve(ctx, args.Workspace, args.SQL, nil, rep)
 	if err != nil {
 		return nil, err
 	}
 	defer plan.Close()
 	request.Report(ctx, rep, "resolve", "done", strings.Join(plan.Notes, "; "))
-	res, err := h.runJob(ctx, plan, []string{plan.SQL}, true, args.MaxResultBytes)
+	res, err := h.runJob(ctx, plan, lim, []string{plan.SQL}, true, args.MaxResultBytes)
 	if err != nil {
 		return nil, err
 	}
 	out := resultOf(res.Results[len(res.Results)-1], plan, res.Duration)
+	out.Warm = res.Warm
+	if out.Truncated {
+		out.TruncatedNote = truncatedNote(out.RowCount, maxResultBytes(args.MaxResultBytes, h.cfg.MaxResultBytes))
+	}
 	return scrubbed(plan, out)
 }
 
-// runJob runs the plan's setup and blocks; errors are scrubbed of the plan's secrets.
-func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, blocks []string, lastOnly bool, maxBytes int64) (*client.Result, error) {
+// runJob runs the plan's setup and blocks within lim; errors are scrubbed of the plan's secrets,
+// and a job stopped at a limit says which and how to raise it.
+func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, lim *jobLimits, blocks []string, lastOnly bool, maxBytes int64) (*client.Result, error) {
 	c, err := h.client()
 	if err != nil {
 		return nil, err
 	}
-	if maxBytes <= 0 {
-		maxBytes = h.cfg.MaxResultBytes
-	}
+	maxBytes = maxResultBytes(maxBytes, h.cfg.MaxResultBytes)
 	// dataenv's attaches run as setup; then the runner closes the door on the job's own SQL.
 	job := client.Job{Setup: plan.Setup, Sandbox: &protocol.Sandbox{AllowedDirectories: plan.AllowedDirectories()},
 		Blocks: blocks, MaxResultBytes: maxBytes, CollectLastOnly: lastOnly, Isolation: h.cfg.Isolation}
 	for _, d := range plan.Dirs {
 		job.Mounts = append(job.Mounts, client.Mount{Path: d.Path, Writable: d.Writable})
+		if d.Writable && !d.Cert {
+			job.WatchDirs = append(job.WatchDirs, d.Path)
+		}
 	}
+	lim.apply(&job, c.Config().CgroupParent != "")
 	start := time.Now()
 	res, err := c.Run(ctx, job)
 	h.observe(ctx, err, time.Since(start))
+	if limit, lerr := lim.limitError(err); lerr != nil && ctx.Err() == nil {
+		h.cfg.Metrics.JobLimitHit(limit)
+		return nil, request.Refusef("%s", plan.Scrub(lerr.Error()))
+	}
 	if err != nil {
 		return nil, jobError(plan, err)
 	}
@@ -163,6 +217,21 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, blocks []string,
 		return nil, errors.New("the DuckDB runner returned no result")
 	}
 	return res, nil
+}
+
+// maxResultBytes is the request's max_result_bytes, else the default, never past the limit.
+func maxResultBytes(asked, def int64) int64 {
+	if asked <= 0 {
+		return def
+	}
+	return min(asked, MaxResultBytesLimit)
+}
+
+// truncatedNote is the marker of a cut result: where, and how to get every row.
+func truncatedNote(kept int, limit int64) string {
+	return fmt.Sprintf("result truncated: the rows past %d KiB of JSON were dropped (%d rows kept). "+
+		"Write every row to a lake table with dataenv.materialize(workspace, 'ducklake://<lake>/<table>', query), "+
+		"add a LIMIT or aggregate, or ask for up to %d MiB with max_result_bytes", limit>>10, kept, MaxResultBytesLimit>>20)
 }
 
 // observe records a finished runner job in the metrics.
@@ -200,10 +269,30 @@ func signalName(ce *client.CrashError) string {
 	return fmt.Sprintf("signal_%d", int(ce.Signal))
 }
 
+// foreignConnection reports whether a DuckDB error is about a connection the job's own SQL asked
+// for (a postgres_scan or ATTACH of a connection string it wrote): DuckDB names the connection
+// string it failed to reach, and every one dataenv gives a job carries an application_name
+// (fence.AppName). Such a failure is the job's, not a fault another attempt cures.
+func foreignConnection(msg string) bool {
+	const prefix = "Unable to connect to Postgres at "
+	i := strings.Index(msg, prefix)
+	if i < 0 {
+		return false
+	}
+	rest := msg[i+len(prefix):]
+	if j := strings.Index(rest, ": "); j >= 0 {
+		rest = rest[:j]
+	}
+	return !strings.Contains(rest, "application_name=")
+}
+
 // jobError turns a runner error into the request's error text, without secrets.
 func jobError(plan *lake.Plan, err error) error {
 	var je *client.JobError
 	if errors.As(err, &je) {
+		if request.TransientText(je.Message) && !foreignConnection(je.Message) { // a catalog connection lost, a server restarting
+			return request.Retryable(fmt.Errorf("DuckDB: %s", plan.Scrub(je.Message)))
+		}
 		return request.Refusef("DuckDB: %s", plan.Scrub(je.Message))
 	}
 	var ce *client.CrashError

@@ -31,6 +31,8 @@ type materializeArgs struct {
 	// SeedFromParent: an append onto a table the fork reads from an ancestor (a defer view)
 	// starts the fork's table from those rows. Default true; false starts it empty.
 	SeedFromParent *bool `json:"seed_from_parent"`
+	// TimeoutSeconds asks for a timeout shorter than the workspace's.
+	TimeoutSeconds float64 `json:"timeout_seconds"`
 }
 
 // seed reports whether an append onto a deferred table starts from the ancestor's rows.
@@ -82,6 +84,10 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 	if len(stmts) == 0 || !queryStart.MatchString(stripLeadingComments(stmts[len(stmts)-1])) {
 		return nil, request.Refusef("materialize: the last statement of query must be the query to write (SELECT, WITH, FROM, VALUES...)")
 	}
+	lim, err := h.limits(ctx, args.Workspace, args.TimeoutSeconds)
+	if err != nil {
+		return nil, err
+	}
 	target := &lake.Target{Lake: m[1], Table: m[2]}
 	plan, err := h.cfg.Resolver.Resolve(ctx, args.Workspace, strings.Join(stmts[:len(stmts)-1], ";\n"), target, rep)
 	if err != nil {
@@ -89,7 +95,7 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 	}
 	defer plan.Close()
 	request.Report(ctx, rep, "resolve", "done", strings.Join(plan.Notes, "; "))
-	out, err := h.write(ctx, req, rep, plan, args, stmts[len(stmts)-1])
+	out, err := h.write(ctx, req, rep, plan, lim, args, stmts[len(stmts)-1])
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +103,7 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 }
 
 // write runs the materialization and records it.
-func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.Reporter, plan *lake.Plan, args materializeArgs, query string) (*Materialized, error) {
+func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.Reporter, plan *lake.Plan, lim *jobLimits, args materializeArgs, query string) (*Materialized, error) {
 	table := lake.Ident(plan.TargetAlias) + "." + lake.Ident(tableName(args.Target))
 	out := &Materialized{Workspace: args.Workspace, Target: args.Target, Strategy: args.Strategy, Status: "materialized",
 		MetadataSchema: plan.Target.SchemaName(), Forked: plan.Target.Forked, Notes: plan.Notes, Columns: []protocol.Column{}}
@@ -106,7 +112,7 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 		out.Notes = append(out.Notes, fmt.Sprintf("seed_from_parent => false: the fork's table starts empty; it no longer reads the rows of %s", plan.TargetDefersTo))
 	}
 	write, commit := writeSQL(table, query, args.Strategy, plan.TargetDrops, seed), commitSQL(plan.TargetAlias, args.Target, req)
-	snap, done, err := h.committed(ctx, plan, req)
+	snap, done, err := h.committed(ctx, plan, req, req.Attempts > 1)
 	if err != nil {
 		return nil, request.Retryable(err)
 	}
@@ -120,8 +126,21 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	}
 	summary := fmt.Sprintf(`SELECT (SELECT max(snapshot_id) FROM ducklake_snapshots(%s)) AS snapshot_id,
        (SELECT count(*) FROM %s) AS total_rows`, lake.Literal(plan.TargetAlias), table)
-	res, err := h.runJob(ctx, plan, []string{plan.SQL, write, commit, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
+	res, err := h.runJob(ctx, plan, lim, []string{plan.SQL, write, commit, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
+	if err == nil {
+		err = crashpoint.FailOnce("job.materialize.fail_after_commit") // tests: a job that fails after its commit
+	}
 	if err != nil {
+		if request.IsTransient(err) || ctx.Err() != nil {
+			// Not recorded: the next attempt writes (or finds the write committed) and records it.
+			return nil, err
+		}
+		if _, wrote, cerr := h.committed(ctx, plan, req, true); cerr != nil || wrote {
+			// The job failed after its write committed (a later block, or the COMMIT's answer
+			// lost): the write must not be recorded as failed. The next attempt finds it
+			// committed and records it without writing again.
+			return nil, request.Retryable(fmt.Errorf("materialize: the job failed after its write may have committed (%v); checking again", err))
+		}
 		out.Status = "failed"
 		if rerr := h.record(ctx, req, out, err.Error()); rerr != nil {
 			return nil, request.Retryable(rerr)
@@ -182,9 +201,10 @@ func commitSQL(alias, target string, req *request.Request) string {
 
 func commitTag(req *request.Request) string { return `{"dataenv_request":"` + req.ID.String() + `"}` }
 
-// committed returns the snapshot of the target namespace tagged with this request, if any.
-func (h *Handlers) committed(ctx context.Context, plan *lake.Plan, req *request.Request) (int64, bool, error) {
-	if req.Attempts <= 1 {
+// committed returns the snapshot of the target namespace tagged with this request, if any; it
+// looks only when look is set (the first attempt has nothing to find before it writes).
+func (h *Handlers) committed(ctx context.Context, plan *lake.Plan, req *request.Request, look bool) (int64, bool, error) {
+	if !look {
 		return 0, false, nil
 	}
 	ns := plan.Target

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -93,7 +94,8 @@ func (c *catalogs) Conn(ctx context.Context, clusterName, database string) (cata
 			}
 		}
 	}
-	path = append(path, "application_name='dataenv-job'")
+	// A job's catalog sessions carry its attempt's name, so a later attempt fences them too.
+	path = append(path, "application_name="+kvQuote(fence.AppName(ctx, "dataenv-job")))
 	cc := catalogConn{Path: strings.Join(path, " "), Secret: fmt.Sprintf("__dataenv_pg_%d", len(c.conns)+1)}
 	c.setup = append(c.setup, fmt.Sprintf("CREATE OR REPLACE TEMPORARY SECRET %s (TYPE postgres, %s)", Ident(cc.Secret), strings.Join(secret, ", ")))
 	c.conns[key] = cc

@@ -65,6 +65,7 @@ type NamespaceCleanup struct {
 	ObjectsDeleted int    `json:"objects_deleted"`
 	Done           bool   `json:"done"`
 	Error          string `json:"error,omitempty"`
+	err            error  // the failure behind Error, whose kind (transient or final) CleanupError reports
 }
 
 // CleanupError is a cleanup that left rows behind.
@@ -73,6 +74,18 @@ type CleanupError struct {
 	Report *CleanupReport
 	// SchemasLeft counts rows whose metadata schema is not dropped yet.
 	SchemasLeft int
+}
+
+// Transient reports whether every namespace left behind failed with a transient fault (see
+// request.IsTransient), so that another attempt of the drop can finish the cleanup without a
+// person acting.
+func (e *CleanupError) Transient() bool {
+	for _, n := range e.Report.Namespaces {
+		if !n.Done && !request.IsTransient(n.err) {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *CleanupError) Error() string {
@@ -193,7 +206,7 @@ func (h *Hooks) cleanupRow(ctx context.Context, row registryRow, rep request.Rep
 	nc := NamespaceCleanup{Lake: row.Lake, MetadataSchema: row.Schema, Catalog: row.Cluster + "/" + row.Database,
 		Storage: row.Storage, DataPrefix: row.DataPath, SchemaDropped: row.SchemaDropped}
 	fail := func(err error) NamespaceCleanup {
-		nc.Error = err.Error()
+		nc.Error, nc.err = err.Error(), err
 		_, _ = h.pool.Exec(context.Background(), `UPDATE dataenv.fork_lake_namespaces SET last_error = $9 WHERE `+registryKey,
 			append(row.key(), nc.Error)...)
 		request.Reportf(ctx, rep, "lake "+row.Lake+" cleanup", "failed", "%s", nc.Error)

@@ -20,6 +20,7 @@ const unlockSQL = `SELECT pg_advisory_unlock(dataenv.lock_class('leader'), hasht
 // Elector campaigns for leadership.
 type Elector struct {
 	DSN      string
+	AppName  string        // application_name of the lock's connection, default "dataenv-sidecar-leader"
 	Interval time.Duration // poll and liveness-check period, default 1s
 	Logger   *slog.Logger
 }
@@ -68,7 +69,10 @@ func (e *Elector) try(ctx context.Context, interval time.Duration, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("parse control DSN: %w", err)
 	}
-	cfg.RuntimeParams["application_name"] = "dataenv-sidecar-leader"
+	cfg.RuntimeParams["application_name"] = e.AppName
+	if e.AppName == "" {
+		cfg.RuntimeParams["application_name"] = "dataenv-sidecar-leader"
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect for leader election: %w", err)

@@ -179,4 +179,6 @@ func driveOnce(m *metrics.Metrics, lsn uint64) {
 	m.RunnerJobFinished(metrics.RunnerCrashed, 2*time.Second)
 	m.RunnerSpillStop()
 	m.RunnerCrash("SIGKILL")
+	m.RequestRescued("pending")
+	m.SetOldestUnfinished(20*time.Minute, time.Minute)
 }

@@ -32,25 +32,28 @@ const (
 // Metrics is the sidecar's set of collectors. Build it with New; the zero value is not usable,
 // a nil pointer is (every method does nothing).
 type Metrics struct {
-	requests        *prometheus.CounterVec
-	queueWait       *prometheus.HistogramVec
-	runDuration     *prometheus.HistogramVec
-	pending         *prometheus.GaugeVec
-	running         *prometheus.GaugeVec
-	lagBytes        prometheus.Gauge
-	lagSeconds      prometheus.Gauge
-	confirmedLSN    prometheus.Gauge
-	retainedWAL     prometheus.Gauge
-	slotRecreations *prometheus.CounterVec
-	leader          prometheus.Gauge
-	reconnects      *prometheus.CounterVec
-	sideEffects     *prometheus.CounterVec
-	lockWait        prometheus.Histogram
-	runnerJobs      *prometheus.CounterVec
-	runnerDuration  prometheus.Histogram
-	spillStops      prometheus.Counter
-	runnerCrashes   *prometheus.CounterVec
-	objectDeletes   *prometheus.CounterVec
+	requests         *prometheus.CounterVec
+	queueWait        *prometheus.HistogramVec
+	runDuration      *prometheus.HistogramVec
+	pending          *prometheus.GaugeVec
+	running          *prometheus.GaugeVec
+	lagBytes         prometheus.Gauge
+	lagSeconds       prometheus.Gauge
+	confirmedLSN     prometheus.Gauge
+	retainedWAL      prometheus.Gauge
+	slotRecreations  *prometheus.CounterVec
+	leader           prometheus.Gauge
+	reconnects       *prometheus.CounterVec
+	sideEffects      *prometheus.CounterVec
+	lockWait         prometheus.Histogram
+	runnerJobs       *prometheus.CounterVec
+	runnerDuration   prometheus.Histogram
+	spillStops       prometheus.Counter
+	runnerCrashes    *prometheus.CounterVec
+	objectDeletes    *prometheus.CounterVec
+	rescued          *prometheus.CounterVec
+	oldestUnfinished *prometheus.GaugeVec
+	limitsHit        *prometheus.CounterVec
 
 	backlogMu    sync.Mutex
 	backlogKinds map[string]struct{}
@@ -74,6 +77,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.addReplicationMetrics()
 	m.addSideEffectMetrics()
 	m.addRunnerMetrics()
+	m.addRescuerMetrics()
 	if reg != nil {
 		reg.MustRegister(m.collectors()...)
 	}
@@ -86,7 +90,8 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.lagBytes, m.lagSeconds, m.confirmedLSN, m.retainedWAL, m.slotRecreations,
 		m.leader, m.reconnects,
 		m.sideEffects, m.lockWait, m.objectDeletes,
-		m.runnerJobs, m.runnerDuration, m.spillStops, m.runnerCrashes,
+		m.runnerJobs, m.runnerDuration, m.spillStops, m.runnerCrashes, m.limitsHit,
+		m.rescued, m.oldestUnfinished,
 	}
 }
 

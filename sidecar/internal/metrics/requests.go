@@ -65,6 +65,9 @@ func (m *Metrics) Init(kinds ...string) {
 	for _, sig := range []string{"SIGKILL", "SIGSEGV", "SIGABRT", "SIGBUS", "none"} {
 		m.runnerCrashes.WithLabelValues(sig)
 	}
+	for _, l := range JobLimitLabels {
+		m.limitsHit.WithLabelValues(l)
+	}
 	m.reconnects.WithLabelValues("replication")
 	m.slotRecreations.WithLabelValues("missing")
 }

@@ -25,6 +25,8 @@ func (m *Metrics) addRunnerMetrics() {
 	m.spillStops = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "runner_spill_stops_total",
 		Help: "Runner jobs stopped because their temporary spill reached its limit."})
+	m.limitsHit = counterVec("job_limits_hit_total",
+		"DuckDB jobs stopped at one of their limits, by limit (timeout, memory, disk).", "limit")
 	m.runnerCrashes = counterVec("runner_crashes_total",
 		"Runner processes that died abnormally, by signal (e.g. SIGKILL for the OOM killer, none).",
 		"signal")
@@ -54,4 +56,15 @@ func (m *Metrics) RunnerCrash(signal string) {
 		return
 	}
 	m.runnerCrashes.WithLabelValues(signal).Inc()
+}
+
+// JobLimitLabels are the values of the limit label of dataenv_job_limits_hit_total.
+var JobLimitLabels = []string{"timeout", "memory", "disk"}
+
+// JobLimitHit counts a job stopped at its limit ("timeout", "memory" or "disk").
+func (m *Metrics) JobLimitHit(limit string) {
+	if m == nil {
+		return
+	}
+	m.limitsHit.WithLabelValues(limit).Inc()
 }

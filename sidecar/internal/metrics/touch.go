@@ -21,4 +21,7 @@ func (m *Metrics) TouchAll() {
 	m.RunnerJobFinished(RunnerSucceeded, 100*time.Millisecond)
 	m.RunnerSpillStop()
 	m.RunnerCrash("SIGKILL")
+	m.JobLimitHit("timeout")
+	m.RequestRescued("pending")
+	m.SetOldestUnfinished(3*time.Second, time.Second)
 }

@@ -36,6 +36,7 @@ type Observer interface {
 // Config of a Stream. Zero durations take the documented defaults.
 type Config struct {
 	DSN            string        // control database; replication=database is added
+	AppName        string        // application_name of the walsender, default "dataenv-sidecar-replication"
 	Slot           string        // slot name (dataenv_<database oid>)
 	Publication    string        // comma-separated, default "dataenv,dataenv_requests"
 	StatusInterval time.Duration // status update period, default 1s
@@ -56,6 +57,9 @@ type Stream struct {
 
 // New returns a Stream delivering to sink.
 func New(cfg Config, sink Sink) *Stream {
+	if cfg.AppName == "" {
+		cfg.AppName = "dataenv-sidecar-replication"
+	}
 	if cfg.Publication == "" {
 		cfg.Publication = "dataenv,dataenv_requests"
 	}
@@ -74,7 +78,7 @@ func New(cfg Config, sink Sink) *Stream {
 // Run connects, makes sure the slot exists, and streams until ctx ends or the connection fails.
 // Before returning because ctx ended it sends a last status update with what is acknowledged.
 func (s *Stream) Run(ctx context.Context) error {
-	conn, err := connect(ctx, s.cfg.DSN)
+	conn, err := connect(ctx, s.cfg.DSN, s.cfg.AppName)
 	if err != nil {
 		return err
 	}
@@ -95,13 +99,13 @@ func (s *Stream) Run(ctx context.Context) error {
 	return sess.loop(ctx)
 }
 
-func connect(ctx context.Context, dsn string) (*pgconn.PgConn, error) {
+func connect(ctx context.Context, dsn, appName string) (*pgconn.PgConn, error) {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse control DSN: %w", err)
 	}
 	cfg.RuntimeParams["replication"] = "database"
-	cfg.RuntimeParams["application_name"] = "dataenv-sidecar-replication"
+	cfg.RuntimeParams["application_name"] = appName
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open replication connection: %w", err)

@@ -112,6 +112,7 @@ func existsOnCluster(ctx context.Context, l *cluster.Locked, dbs ...string) (boo
 type copyFailure struct {
 	Copy
 	Error string `json:"error"`
+	err   error  // the drop's error, whose kind (transient or final) decides the request's fate
 }
 
 // dropCopies drops every copy, continuing past failures, and returns the ones dropped and the
@@ -121,7 +122,7 @@ func (s *Service) dropCopies(ctx context.Context, rep request.Reporter, copies [
 		step := fmt.Sprintf("drop fork copy %s on cluster %s", c.Database, c.Cluster)
 		if err := s.dropCopy(ctx, rep, c); err != nil {
 			request.Report(ctx, rep, step, "failed", err.Error())
-			failed = append(failed, copyFailure{Copy: c, Error: err.Error()})
+			failed = append(failed, copyFailure{Copy: c, Error: err.Error(), err: err})
 			continue
 		}
 		request.Report(ctx, rep, step, "dropped", "datatable "+c.Datatable+" of workspace "+c.Workspace)

@@ -60,7 +60,7 @@ func (s *Service) dropFork(ctx context.Context, req *request.Request, rep reques
 	}
 	res := &DropResult{Workspaces: []string{}, Dropped: []Copy{}}
 	var failed []copyFailure
-	var cleanupErrs []string
+	var cleanupErrs []error
 	for _, t := range targets {
 		gone, err := s.deleteWorkspace(ctx, t)
 		if err != nil {
@@ -73,7 +73,7 @@ func (s *Service) dropFork(ctx context.Context, req *request.Request, rep reques
 		crashpoint.HitOnce(CrashAfterWorkspaceDrop)
 		// Templates of the fork's entries first: a template counts as a use of the copy it copies.
 		if err := s.dropTemplatesOf(ctx, rep, t); err != nil {
-			cleanupErrs = append(cleanupErrs, fmt.Sprintf("workspace %s: %v", t, err))
+			cleanupErrs = append(cleanupErrs, fmt.Errorf("workspace %s: %w", t, err))
 		}
 		copies, err := Copies(ctx, s.cfg.Control, t)
 		if err != nil {
@@ -87,19 +87,12 @@ func (s *Service) dropFork(ctx context.Context, req *request.Request, rep reques
 		// it owns a database.
 		for _, c := range s.cfg.Cleaners {
 			if err := c.CleanupFork(ctx, t, rep); err != nil {
-				cleanupErrs = append(cleanupErrs, fmt.Sprintf("workspace %s: %v", t, err))
+				cleanupErrs = append(cleanupErrs, fmt.Errorf("workspace %s: %w", t, err))
 			}
 		}
 	}
-	if len(failed) > 0 || len(cleanupErrs) > 0 {
-		msg := "drop_fork: " + args.Fork + ": "
-		if len(failed) > 0 {
-			msg += fmt.Sprintf("%d fork copies could not be dropped (%s); ", len(failed), failureText(failed))
-		}
-		if len(cleanupErrs) > 0 {
-			msg += "cleanup failed: " + strings.Join(cleanupErrs, "; ") + "; "
-		}
-		return res, errors.New(msg + "they stay registered: run dataenv.drop_fork again to retry")
+	if err := partialDropError(args.Fork, failed, cleanupErrs); err != nil {
+		return res, err
 	}
 	for _, t := range targets {
 		if _, err := s.cfg.Control.Exec(ctx, `SELECT dataenv.bury_workspace($1)`, t); err != nil {
@@ -108,6 +101,44 @@ func (s *Service) dropFork(ctx context.Context, req *request.Request, rep reques
 	}
 	return res, nil
 }
+
+// partialDropError is the error of a drop_fork that left copies or cleanups undone (nil when
+// none): what failed, each with its error. It is transient (the dispatcher retries the request
+// as a new attempt, which fences this one) when every part is: a lost connection, a restarting
+// server, a sidecar that lost leadership. Any final part (a refusal, an error a person must act
+// on) makes the whole error final, and the request says to run drop_fork again once it is fixed.
+func partialDropError(fork string, failed []copyFailure, cleanupErrs []error) error {
+	if len(failed) == 0 && len(cleanupErrs) == 0 {
+		return nil
+	}
+	transient := true
+	msg := "drop_fork: " + fork + ": "
+	if len(failed) > 0 {
+		msg += fmt.Sprintf("%d fork copies could not be dropped (%s); ", len(failed), failureText(failed))
+		for _, f := range failed {
+			transient = transient && request.IsTransient(f.err)
+		}
+	}
+	if len(cleanupErrs) > 0 {
+		parts := make([]string, len(cleanupErrs))
+		for i, e := range cleanupErrs {
+			parts[i] = e.Error()
+			transient = transient && request.IsTransient(e)
+		}
+		msg += "cleanup failed: " + strings.Join(parts, "; ") + "; "
+	}
+	return &partialDrop{msg: msg + "they stay registered: run dataenv.drop_fork again to retry", transient: transient}
+}
+
+// partialDrop is partialDropError's error: it says itself whether it is transient, so that the
+// text of a transient part never makes a final one look transient.
+type partialDrop struct {
+	msg       string
+	transient bool
+}
+
+func (e *partialDrop) Error() string   { return e.msg }
+func (e *partialDrop) Transient() bool { return e.transient }
 
 // dropTargets checks the request and returns the workspaces to drop, descendants first. A fork
 // id whose workspace is already gone but of which something is left (an earlier drop failed
@@ -118,10 +149,16 @@ func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dr
 	ws, err := control.ReadWorkspace(ctx, pool, args.Fork)
 	if errors.Is(err, control.ErrNotFound) {
 		var left bool
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.workspace_leftovers($1))`, args.Fork).Scan(&left); err != nil {
+		// The workspace role records count too: a retry after a role drop that failed (or was
+		// interrupted) must drop the roles, not report the fork dropped with its roles left.
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.workspace_leftovers($1))
+			OR EXISTS (SELECT FROM dataenv.workspace_roles WHERE workspace = $1)`, args.Fork).Scan(&left); err != nil {
 			return nil, retryable(err)
 		}
 		if !left {
+			if req.Attempts > 1 {
+				return nil, nil // an earlier attempt of this request finished the drop before it was interrupted
+			}
 			return nil, request.Refusef("drop_fork: no workspace %q, and nothing of a dropped one is left", args.Fork)
 		}
 		return []string{args.Fork}, nil
