@@ -44,13 +44,15 @@ AS $$
     SELECT 'schema template', t.workspace || '/' || t.datatable, format('template %s of this database (%s)', t.database, t.state)
       FROM dataenv.schema_templates t
      WHERE t.cluster = managed_database_uses__schema_templates.cluster AND t.parent_database = managed_database_uses__schema_templates.database
+       -- a template of a removed entry is garbage its cleanup request drops: it does not hold the parent
+       AND EXISTS (SELECT FROM dataenv.datatables d WHERE d.workspace = t.workspace AND d.name = t.datatable)
     UNION ALL
     SELECT 'schema template', t.workspace || '/' || t.datatable, format('schema template of %s (%s)', t.parent_database, t.state)
       FROM dataenv.schema_templates t
      WHERE t.cluster = managed_database_uses__schema_templates.cluster AND t.database = managed_database_uses__schema_templates.database
 $$;
 COMMENT ON FUNCTION dataenv.managed_database_uses__schema_templates(text, text) IS
-    'Uses of a database by schema templates: the template of a datatable entry (workspace/datatable) uses its parent database, and the template database itself.';
+    'Uses of a database by schema templates: the template of a datatable entry (workspace/datatable) uses its parent database while the entry exists (a removed entry''s template waits for its cleanup, not the parent), and the template database itself.';
 
 -- A workspace id is not free while a template of one of its entries is registered.
 CREATE OR REPLACE FUNCTION dataenv.workspace_leftovers__schema_templates(workspace text)
