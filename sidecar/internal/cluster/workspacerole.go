@@ -210,12 +210,16 @@ func (l *Locked) ensureWorkspaceRoleAt(ctx context.Context, workspace string, in
 	return role, pw, nil
 }
 
-// workspaceRoleWantedSQL: the workspace incarnation exists, or a create_fork is making it (the
-// same test DropWorkspaceRoles applies before it drops a role).
-const workspaceRoleWantedSQL = `SELECT
-	EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = $1 AND w.created_at = $2)
-	OR EXISTS (SELECT FROM dataenv.requests q WHERE q.kind = 'create_fork' AND q.status IN ('pending', 'running')
-	             AND q.args->>'fork' = $1 AND q.created_at = $2)`
+// roleWanted is the one test of whether a workspace role (workspace ws, made for incarnation
+// inc: SQL expressions) is still wanted: its workspace incarnation exists, or a create_fork is
+// making it. DropWorkspaceRoles drops only roles that fail it; stillWanted re-checks it.
+func roleWanted(ws, inc string) string {
+	return `(EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = ` + ws + ` AND w.created_at = ` + inc + `)
+	 OR EXISTS (SELECT FROM dataenv.requests q WHERE q.kind = 'create_fork' AND q.status IN ('pending', 'running')
+	              AND q.args->>'fork' = ` + ws + ` AND q.created_at = ` + inc + `))`
+}
+
+var workspaceRoleWantedSQL = `SELECT ` + roleWanted("$1", "$2::timestamptz")
 
 // stillWanted is checked after the role's record is written: a drop of the workspace that
 // listed the roles before this record existed would miss it (DropWorkspaceRoles reads the
