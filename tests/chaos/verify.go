@@ -56,7 +56,13 @@ func (h *harness) leftovers(ctx context.Context) ([]leftover, error) {
 		{"postgres", "workload database", `SELECT datname FROM pg_database WHERE datname LIKE 'chaos\_db\_%'`},
 		{"postgres", "datatable role", `SELECT rolname FROM pg_roles WHERE rolname LIKE 'chaos\_role\_%'`},
 		{catalogDB, "fork metadata schema", `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'dataenv\_fork\_%'`},
-		{controlDB, "managed_databases record", `SELECT name FROM dataenv.managed_databases WHERE name <> '` + parentDB + `'`},
+		// The parent's schema template (schema_only forks are copies of it) belongs to prod.
+		{controlDB, "managed_databases record", `SELECT name FROM dataenv.managed_databases WHERE name <> '` + parentDB + `'
+			AND name NOT IN (SELECT database FROM dataenv.schema_templates WHERE workspace = 'prod')`},
+		{controlDB, "schema template database", `SELECT datname FROM pg_database WHERE datname LIKE 'dataenv\_tpl\_%'
+			AND datname NOT IN (SELECT database FROM dataenv.schema_templates WHERE workspace = 'prod')`},
+		{controlDB, "schema_templates row", `SELECT database FROM dataenv.schema_templates WHERE workspace <> 'prod'
+			OR NOT EXISTS (SELECT FROM dataenv.datatables d WHERE d.workspace = 'prod' AND d.name = schema_templates.datatable)`},
 		{controlDB, "datatable_roles record", `SELECT role FROM dataenv.datatable_roles`},
 		{controlDB, "fork_copies row", `SELECT database FROM dataenv.fork_copies`},
 		{controlDB, "fork_lake_namespaces row", `SELECT metadata_schema FROM dataenv.fork_lake_namespaces`},

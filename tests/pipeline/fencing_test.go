@@ -44,8 +44,8 @@ func TestInvisibleRequestIsClaimedOnceVisible(t *testing.T) {
 	mustExec(t, admin, `SET synchronous_commit = local`) // the test's own commits never wait
 	mustExec(t, admin, `INSERT INTO dataenv.request_kinds (kind, description) VALUES ('test_effects', 'tests')`)
 	mustExec(t, admin, `CREATE SCHEMA dataenv_test; CREATE TABLE dataenv_test.effects (request_id uuid, effect text, attempt int)`)
+	t.Cleanup(func() { dropSlot(admin) }) // registered first, so it runs after the sidecar is killed
 	sc := sidecartest.Start(t, sidecartest.Options{DSN: dsn, Args: []string{"--rescue-interval", "1h"}})
-	t.Cleanup(func() { dropSlot(admin) })
 	waitStreaming(t, admin)
 
 	mustExec(t, admin, `ALTER SYSTEM SET synchronous_standby_names = 'ghost'`)
@@ -106,8 +106,8 @@ func TestNextLeaderWaitsOutTheKilledLeadersCreateDatabase(t *testing.T) {
 	t.Parallel()
 	p, dsn, admin := ownCluster(t, "fence", nil)
 	cluster := registerExternal(t, p, admin)
+	t.Cleanup(func() { dropSlot(admin) }) // registered first, so it runs after the sidecars are killed
 	a := sidecartest.Start(t, sidecartest.Options{DSN: dsn})
-	t.Cleanup(func() { dropSlot(admin) })
 	row := sidecartest.Wait(t, admin, queryUUID(t, admin, `SELECT dataenv.setup_cluster($1)`, cluster), 60*time.Second)
 	if row.Status != "succeeded" {
 		t.Fatalf("setup_cluster: %s %v", row.Status, deref(row.Error))

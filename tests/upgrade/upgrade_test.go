@@ -58,25 +58,25 @@ func TestUpgradeFromLastReleaseWithWorkInFlight(t *testing.T) {
 	app, repl := "dataenv_"+prefix+"app", "dataenv_"+prefix+"repl"
 	pg.DropRolesAtCleanup(t, app, repl)
 	testenv.MustExec(t, conn, `SELECT dataenv.update_cluster('instance', app_role => $1, replication_role => $2)`, app, repl)
-	succeed(t, conn, request(t, conn, `SELECT dataenv.setup_cluster('instance')`))
+	succeed(t, conn, testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.setup_cluster('instance')`))
 	parent := prefix + "parent"
-	succeed(t, conn, request(t, conn, `SELECT dataenv.create_database('instance', $1)`, parent))
+	succeed(t, conn, testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.create_database('instance', $1)`, parent))
 	fillParent(t, parent)
 	ws, fork := "up-"+uuid.NewString()[:8], "upf-"+uuid.NewString()[:8]
 	testenv.MustExec(t, conn, `SELECT dataenv.create_workspace($1)`, ws)
 	testenv.MustExec(t, conn, `SELECT dataenv.add_datatable($1, 'app', 'instance', $2)`, ws, parent)
-	succeed(t, conn, request(t, conn, `SELECT dataenv.create_fork($1, $2, '{"app": "full_copy"}')`, ws, fork))
+	succeed(t, conn, testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.create_fork($1, $2, '{"app": "full_copy"}')`, ws, fork))
 
 	// Work in flight: a fork and a database whose requests the release's sidecar may have
 	// claimed when it is killed, and pings it never saw.
 	fork2 := "upg-" + uuid.NewString()[:8]
 	inFlight := []uuid.UUID{
-		request(t, conn, `SELECT dataenv.create_fork($1, $2, '{"app": "full_copy"}')`, ws, fork2),
-		request(t, conn, `SELECT dataenv.create_database('instance', $1)`, prefix+"second"),
+		testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.create_fork($1, $2, '{"app": "full_copy"}')`, ws, fork2),
+		testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.create_database('instance', $1)`, prefix+"second"),
 	}
 	old.Kill()
 	for range 10 {
-		inFlight = append(inFlight, request(t, conn, `SELECT dataenv.ping()`))
+		inFlight = append(inFlight, testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.ping()`))
 	}
 	before := take(t, conn)
 
@@ -108,12 +108,12 @@ func TestUpgradeFromLastReleaseWithWorkInFlight(t *testing.T) {
 	}
 	// What the release made is still dataenv's to drop, with the new sidecar.
 	for _, f := range []string{fork, fork2} {
-		succeed(t, conn, request(t, conn, `SELECT dataenv.drop_fork($1)`, f))
+		succeed(t, conn, testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.drop_fork($1)`, f))
 		if n := testenv.Query[int](t, conn, `SELECT count(*) FROM pg_database WHERE datname = $1`, names.ForkDatabase(f, "app")); n != 0 {
 			t.Fatalf("drop_fork %s left its copy", f)
 		}
 	}
-	succeed(t, conn, request(t, conn, `SELECT dataenv.drop_database('instance', $1)`, prefix+"second"))
+	succeed(t, conn, testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.drop_database('instance', $1)`, prefix+"second"))
 	if n := testenv.Query[int](t, conn, `SELECT count(*) FROM dataenv.requests WHERE status NOT IN ('succeeded')`); n != 0 {
 		t.Fatalf("%d requests did not succeed", n)
 	}
@@ -141,15 +141,6 @@ func mustBinary(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return bin
-}
-
-func request(t *testing.T, conn *pgx.Conn, sql string, args ...any) uuid.UUID {
-	t.Helper()
-	var id uuid.UUID
-	if err := conn.QueryRow(context.Background(), sql, args...).Scan(&id); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return id
 }
 
 func succeed(t *testing.T, conn *pgx.Conn, id uuid.UUID) {

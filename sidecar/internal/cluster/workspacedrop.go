@@ -143,11 +143,7 @@ func databaseExists(ctx context.Context, conn *pgx.Conn, db string) (bool, error
 // call retries them).
 func (a *Admin) DropWorkspaceRoles(ctx context.Context, workspace string, rep request.Reporter) error {
 	rows, err := a.cfg.Control.Query(ctx, `SELECT r.cluster FROM dataenv.workspace_roles r
-		 WHERE r.workspace = $1
-		   AND NOT EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = r.workspace AND w.created_at = r.incarnation)
-		   AND NOT EXISTS (SELECT FROM dataenv.requests q
-		                    WHERE q.kind = 'create_fork' AND q.status IN ('pending', 'running')
-		                      AND q.args->>'fork' = r.workspace AND q.created_at = r.incarnation)
+		 WHERE r.workspace = $1 AND NOT `+roleWanted("r.workspace", "r.incarnation")+`
 		 ORDER BY 1`, workspace)
 	if err != nil {
 		return retryable(fmt.Errorf("list the roles of workspace %q: %w", workspace, err))

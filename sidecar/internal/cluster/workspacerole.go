@@ -202,9 +202,41 @@ func (l *Locked) ensureWorkspaceRoleAt(ctx context.Context, workspace string, in
 	if err != nil {
 		return nil, "", err
 	}
+	if err := l.stillWanted(ctx, workspace, incarnation); err != nil {
+		return nil, "", err
+	}
 	key.oid = role.OID
 	l.admin.roleCache.put(key, pw)
 	return role, pw, nil
+}
+
+// roleWanted is the one test of whether a workspace role (workspace ws, made for incarnation
+// inc: SQL expressions) is still wanted: its workspace incarnation exists, or a create_fork is
+// making it. DropWorkspaceRoles drops only roles that fail it; stillWanted re-checks it.
+func roleWanted(ws, inc string) string {
+	return `(EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = ` + ws + ` AND w.created_at = ` + inc + `)
+	 OR EXISTS (SELECT FROM dataenv.requests q WHERE q.kind = 'create_fork' AND q.status IN ('pending', 'running')
+	              AND q.args->>'fork' = ` + ws + ` AND q.created_at = ` + inc + `))`
+}
+
+var workspaceRoleWantedSQL = `SELECT ` + roleWanted("$1", "$2::timestamptz")
+
+// stillWanted is checked after the role's record is written: a drop of the workspace that
+// listed the roles before this record existed would miss it (DropWorkspaceRoles reads the
+// records without the cluster's lock), so whoever comes second drops the role. A role made for a
+// workspace that is gone is dropped at once and the caller is refused.
+func (l *Locked) stillWanted(ctx context.Context, workspace string, incarnation time.Time) error {
+	var wanted bool
+	if err := l.Control().QueryRow(ctx, workspaceRoleWantedSQL, workspace, incarnation).Scan(&wanted); err != nil {
+		return retryable(fmt.Errorf("check that workspace %q still exists: %w", workspace, err))
+	}
+	if wanted {
+		return nil
+	}
+	if err := l.DropWorkspaceRole(ctx, workspace); err != nil {
+		return fmt.Errorf("workspace %q was dropped while its role was made; dropping the role: %w", workspace, err)
+	}
+	return request.Refusef("workspace %q was dropped while its role on cluster %q was being made", workspace, l.cluster.Name)
 }
 
 // convergeWorkspaceRole is steps 2-4 of EnsureWorkspaceRole; role.OID is set on success.

@@ -161,8 +161,12 @@ SELECT o.classid, o.objid FROM (
 
 	eventTriggersSQL = `SELECT count(*) FROM pg_catalog.pg_event_trigger WHERE evtenabled <> 'D'`
 
+	// dataenv's own sessions (named by sidecar/internal/fence) are left out: they are short, or
+	// exiting after their client closed them (a backend outlives its Close for a moment), and a
+	// TEMPLATE copy that still meets one falls back to dump and restore (templateRefused).
 	otherSessionsSQL = `SELECT count(*) FROM pg_catalog.pg_stat_activity
-		WHERE datname = pg_catalog.current_database() AND pid <> pg_catalog.pg_backend_pid() AND backend_type <> 'autovacuum worker'`
+		WHERE datname = pg_catalog.current_database() AND pid <> pg_catalog.pg_backend_pid() AND backend_type <> 'autovacuum worker'
+		  AND application_name NOT LIKE 'dataenv/%'`
 
 	// sequencesSQL: the position of every sequence the admin may read (NULL: never called).
 	sequencesSQL = `
