@@ -18,6 +18,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/job"
+	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -72,11 +73,14 @@ func (s *Service) handlePrepare(ctx context.Context, req *request.Request, rep r
 	if err := request.DecodeArgs(req, &a); err != nil {
 		return nil, err
 	}
-	res, err := s.Prepare(ctx, a.Workspace, rep, true)
+	// Under the workspace's lock: a drop_fork of the workspace running meanwhile would drop its
+	// roles and namespaces while this makes them again.
+	locks, err := lock.Workspace(ctx, s.Control, a.Workspace)
 	if err != nil {
-		return nil, err
+		return nil, request.Retryable(err)
 	}
-	return res, nil
+	defer locks.Close(ctx)
+	return s.Prepare(ctx, a.Workspace, rep, true)
 }
 
 const datatablesSQL = `
@@ -86,7 +90,8 @@ const clustersSQL = `
 SELECT DISTINCT catalog_cluster FROM dataenv.lakes WHERE workspace = $1 ORDER BY 1`
 
 // Prepare gives workspace's role on every cluster it uses the grants of its datatables
-// (cluster.Locked.GrantDatatable) and prepares its lakes (Lakes.PrepareTools). With strict, a
+// (cluster.Locked.GrantDatatable) and prepares its lakes (Lakes.PrepareTools); the caller holds
+// the workspace's lock (lock.Workspace). With strict, a
 // datatable that cannot be granted fails the whole; without (create_fork), it is reported in
 // the result and the step, and connection_info shows it not ready.
 func (s *Service) Prepare(ctx context.Context, workspace string, rep request.Reporter, strict bool) (*Result, error) {

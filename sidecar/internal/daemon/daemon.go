@@ -176,7 +176,7 @@ func (s *Sidecar) campaignLoop(ctx context.Context) error {
 		}
 		s.leading.Store(true)
 		s.cfg.Metrics.SetLeader(true)
-		s.lead(ctx, lease)
+		s.lead(ctx, lease, el.StepDownBound())
 		s.leading.Store(false)
 		s.ready.Store(false)
 		s.cfg.Metrics.SetLeader(false)

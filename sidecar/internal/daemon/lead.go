@@ -18,7 +18,7 @@ import (
 // lead runs the leader's work until leadership is lost or ctx ends. On ctx's end (SIGTERM) it
 // stops taking requests, lets running handlers finish within the grace period while the stream
 // keeps confirming, then stops the stream, which sends a last status update.
-func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease) {
+func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease, stepDown time.Duration) {
 	leaseCtx, cancelLease := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelLease()
 	go func() {
@@ -30,7 +30,7 @@ func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease) {
 	}()
 	workCtx, cancelWork := context.WithCancel(leaseCtx)
 	defer cancelWork()
-	s.takeover(leaseCtx)
+	s.takeover(leaseCtx, stepDown)
 	d := dispatch.New(dispatch.Config{Pool: s.pool, DSN: s.cfg.DSN, Instance: s.id,
 		GateAppName: fence.SessionName(s.id, fence.RoleGate), Registry: s.cfg.Registry,
 		Concurrency: s.cfg.Concurrency, RetryWindow: s.cfg.RetryWindow, Logger: s.cfg.Logger, Observer: s.cfg.Metrics,

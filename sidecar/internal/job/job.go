@@ -68,6 +68,8 @@ type Handlers struct {
 
 	mu     sync.Mutex
 	runner *client.Client
+	// crashes counts runner crashes per request (crash.go).
+	crashes crashCounter
 }
 
 // New returns the handlers.
@@ -210,9 +212,14 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, lim *jobLimits, 
 		h.cfg.Metrics.JobLimitHit(limit)
 		return nil, request.Refusef("%s", plan.Scrub(lerr.Error()))
 	}
+	var ce *client.CrashError
+	if errors.As(err, &ce) && ctx.Err() == nil {
+		return nil, h.crashes.classify(ctx, errors.New(plan.Scrub(ce.Error())))
+	}
 	if err != nil {
 		return nil, jobError(plan, err)
 	}
+	h.crashes.forget(ctx)
 	if len(res.Results) == 0 {
 		return nil, errors.New("the DuckDB runner returned no result")
 	}
@@ -294,10 +301,6 @@ func jobError(plan *lake.Plan, err error) error {
 			return request.Retryable(fmt.Errorf("DuckDB: %s", plan.Scrub(je.Message)))
 		}
 		return request.Refusef("DuckDB: %s", plan.Scrub(je.Message))
-	}
-	var ce *client.CrashError
-	if errors.As(err, &ce) {
-		return errors.New(plan.Scrub(ce.Error()))
 	}
 	return errors.New(plan.Scrub(err.Error()))
 }

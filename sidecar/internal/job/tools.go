@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
+	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -29,6 +31,7 @@ ON CONFLICT (workspace) DO UPDATE SET script = EXCLUDED.script, settings = EXCLU
 // registered, its schema made, the role granted, DuckLake's catalog bootstrapped and the defer
 // views made, exactly as a job's attach does), then the session script of dataenv.duckdb_script
 // is saved (without secrets: placeholders). A workspace without lakes gets a script that says so.
+// The caller holds the workspace's lock (lock.Workspace).
 func (h *Handlers) PrepareTools(ctx context.Context, workspace string, rep request.Reporter) (*ToolsReport, error) {
 	lakes, err := control.ReadLakes(ctx, h.cfg.Control, []string{workspace}, "")
 	if err != nil {
@@ -94,9 +97,26 @@ func (h *Handlers) refreshDescendants(ctx context.Context, workspace, lakeName s
 	}
 	var notes []string
 	for _, f := range forks {
-		if _, err := h.PrepareTools(ctx, f, rep); err != nil {
+		if err := h.refreshFork(ctx, f, rep); err != nil {
 			notes = append(notes, fmt.Sprintf("fork %s was not refreshed (its defer views follow at its next job or prepare_connection): %v", f, err))
 		}
 	}
 	return notes
+}
+
+// refreshFork prepares fork again under its workspace lock, unless it was dropped meanwhile
+// (drop_fork holds the lock while it removes what preparing makes).
+func (h *Handlers) refreshFork(ctx context.Context, fork string, rep request.Reporter) error {
+	locks, err := lock.Workspace(ctx, h.cfg.Control, fork)
+	if err != nil {
+		return err
+	}
+	defer locks.Close(ctx)
+	if _, err := control.ReadWorkspace(ctx, h.cfg.Control, fork); errors.Is(err, control.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	_, err = h.PrepareTools(ctx, fork, rep)
+	return err
 }

@@ -34,6 +34,20 @@ type Lease struct {
 	logger *slog.Logger
 }
 
+// StepDownBound is the longest a leader that lost its lock keeps working before it notices:
+// one liveness period until its next check, plus that check's timeout. A new leader waits this
+// long before it fences a predecessor that may still be alive, so the predecessor opens no
+// session after the fence.
+func (e *Elector) StepDownBound() time.Duration {
+	interval := e.Interval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	return interval + pingTimeout(interval)
+}
+
+func pingTimeout(interval time.Duration) time.Duration { return 2*interval + time.Second }
+
 // Campaign blocks until this process holds the leader lock or ctx ends.
 func (e *Elector) Campaign(ctx context.Context) (*Lease, error) {
 	interval := e.Interval
@@ -99,7 +113,7 @@ func (l *Lease) watch(interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*interval+time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), pingTimeout(interval))
 		err := l.conn.Ping(ctx)
 		cancel()
 		if err != nil {

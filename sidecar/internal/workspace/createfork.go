@@ -351,19 +351,13 @@ func (s *Service) describe(ctx context.Context, args createArgs) (*ForkResult, e
 	return res, nil
 }
 
-// withWorkspaceLock holds the advisory lock of a workspace id (dataenv.workspace_lock_class(),
-// hashtext(id)) while fn runs, so create_fork and drop_fork of one id never interleave. The lock
-// lives on a connection of its own, outside the pool: a handler holding it never competes with
-// the lifecycle locks and the dispatcher for pooled connections. Closing that connection releases
-// the lock whatever happens.
+// withWorkspaceLock holds the advisory lock of a workspace id (lock.WithWorkspace) while fn
+// runs, so create_fork, drop_fork and prepare_connection of one id never interleave.
 func (s *Service) withWorkspaceLock(ctx context.Context, id string, fn func() error) error {
-	conn, err := pgx.ConnectConfig(ctx, s.cfg.Control.Config().ConnConfig.Copy())
+	w, err := lock.Workspace(ctx, s.cfg.Control, id)
 	if err != nil {
-		return retryable(fmt.Errorf("lock workspace %q: connect: %w", id, err))
+		return retryable(err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_advisory_lock(dataenv.workspace_lock_class(), pg_catalog.hashtext($1))`, id); err != nil {
-		return retryable(fmt.Errorf("lock workspace %q: %w", id, err))
-	}
+	defer w.Close(ctx)
 	return fn()
 }

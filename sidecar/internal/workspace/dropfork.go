@@ -34,11 +34,13 @@ func (s *Service) handleDropFork(ctx context.Context, req *request.Request, rep 
 		return nil, err
 	}
 	var res *DropResult
-	err := s.withWorkspaceLock(ctx, args.Fork, func() error {
-		var err error
-		res, err = s.dropFork(ctx, req, rep, args)
-		return err
-	})
+	locks, err := lock.Workspace(ctx, s.cfg.Control, args.Fork)
+	if err == nil {
+		res, err = s.dropFork(ctx, req, rep, locks, args)
+		locks.Close(ctx)
+	} else {
+		err = retryable(err)
+	}
 	s.count(metrics.OpDropFork, err == nil, err)
 	if err != nil {
 		s.log.Info("drop_fork did not succeed", "fork", args.Fork, "error", err)
@@ -47,16 +49,23 @@ func (s *Service) handleDropFork(ctx context.Context, req *request.Request, rep 
 	return res, nil
 }
 
-// dropFork drops the fork (and, with cascade, its descendants first): for each workspace, the
+// dropFork drops the fork (and, with cascade, its descendants first, all of them locked): for each workspace, the
 // row goes first (its datatables stop naming the copies; what remains is the registry, the
 // cleanup ledger), then its schema templates and each copy, whose registry row is deleted only
 // after its drop succeeded, then other areas' cleanups (the fork's workspace roles last: they own
 // the copies). Anything that fails is reported and stays registered: running
 // drop_fork again retries exactly that.
-func (s *Service) dropFork(ctx context.Context, req *request.Request, rep request.Reporter, args dropArgs) (*DropResult, error) {
+func (s *Service) dropFork(ctx context.Context, req *request.Request, rep request.Reporter, locks *lock.WorkspaceLocks, args dropArgs) (*DropResult, error) {
 	targets, err := s.dropTargets(ctx, req, args)
 	if err != nil {
 		return nil, err
+	}
+	// The forks below are locked too, ancestors first (targets are deepest first): a child's
+	// create_fork or prepare_connection still running would recreate what its drop removes.
+	for i := len(targets) - 1; i >= 0; i-- {
+		if err := locks.Also(ctx, targets[i]); err != nil {
+			return nil, retryable(err)
+		}
 	}
 	res := &DropResult{Workspaces: []string{}, Dropped: []Copy{}}
 	var failed []copyFailure
