@@ -72,10 +72,11 @@ BEGIN
         RAISE EXCEPTION '%: a file:// storage takes no credentials', fn USING ERRCODE = '22023';
     END IF;
     FOR k IN SELECT jsonb_object_keys(credentials) LOOP
-        IF k NOT IN ('endpoint', 'region', 'access_key_id', 'secret_access_key', 'session_token', 'use_ssl', 'url_style') THEN
+        IF k NOT IN ('endpoint', 'region', 'access_key_id', 'secret_access_key', 'session_token', 'use_ssl', 'url_style',
+                     'read_only_access_key_id', 'read_only_secret_access_key', 'read_only_session_token') THEN
             RAISE EXCEPTION '%: unknown credentials key %', fn, to_json(k)::text
                 USING ERRCODE = '22023',
-                      HINT = 'Keys: endpoint, region, access_key_id, secret_access_key, session_token, use_ssl, url_style.';
+                      HINT = 'Keys: endpoint, region, access_key_id, secret_access_key, session_token, use_ssl, url_style, read_only_access_key_id, read_only_secret_access_key, read_only_session_token.';
         END IF;
         IF k = 'use_ssl' THEN
             IF jsonb_typeof(credentials->k) <> 'boolean' THEN
@@ -96,10 +97,17 @@ BEGIN
     IF (credentials ? 'access_key_id') <> (credentials ? 'secret_access_key') THEN
         RAISE EXCEPTION '%: credentials need both access_key_id and secret_access_key, or neither', fn USING ERRCODE = '22023';
     END IF;
+    IF (credentials ? 'read_only_access_key_id') <> (credentials ? 'read_only_secret_access_key') THEN
+        RAISE EXCEPTION '%: credentials need both read_only_access_key_id and read_only_secret_access_key, or neither', fn USING ERRCODE = '22023';
+    END IF;
+    IF credentials ? 'read_only_access_key_id' AND NOT credentials ? 'access_key_id' THEN
+        RAISE EXCEPTION '%: read-only keys need the read-write keys too (access_key_id, secret_access_key)', fn
+            USING ERRCODE = '22023', HINT = 'Jobs write their own namespaces with the read-write keys and read everything else with the read-only ones.';
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION dataenv.check_storage_credentials(text, text, jsonb) IS
-    'Internal: validates the credentials of an s3:// storage (endpoint, region, access_key_id, secret_access_key, session_token, use_ssl, url_style).';
+    'Internal: validates the credentials of an s3:// storage (endpoint, region, access_key_id, secret_access_key, session_token, use_ssl, url_style, and the optional read-only keys read_only_access_key_id, read_only_secret_access_key, read_only_session_token).';
 
 -- Options dataenv sets itself on every DuckLake ATTACH, or that would move a lake's namespace:
 -- refused in extra_args. (METADATA_SCHEMA and META_SCHEMA are allowed for a lake; in an isolated

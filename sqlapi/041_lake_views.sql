@@ -7,10 +7,12 @@ SELECT s.name,
        s.url,
        coalesce(sec.credentials <> '{}'::jsonb, false) AS has_credentials,
        s.created_at,
-       s.updated_at
+       s.updated_at,
+       coalesce(sec.credentials ? 'read_only_access_key_id', false) AS has_read_only_keys
   FROM dataenv.storages s
   LEFT JOIN dataenv.storage_secrets sec ON sec.storage = s.name;
-COMMENT ON VIEW dataenv.storage_info IS 'Registered storages without their credentials.';
+COMMENT ON VIEW dataenv.storage_info IS
+    'Registered storages without their credentials; has_read_only_keys: jobs read with read-only keys and write only their own namespaces (a fork cannot write its ancestors'' files).';
 
 CREATE OR REPLACE VIEW dataenv.lake_info WITH (security_barrier) AS
 SELECT l.workspace, l.name, l.catalog_cluster, l.catalog_database, l.storage,

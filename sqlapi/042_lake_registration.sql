@@ -22,7 +22,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.add_storage(text, text, jsonb) IS
-    'Registers a named object-store root: file:///dir or s3://bucket[/prefix]. credentials (s3: endpoint, region, access_key_id, secret_access_key, session_token, use_ssl, url_style) are readable by the sidecar''s role only, never shown in a view, a request or a result.';
+    'Registers a named object-store root: file:///dir or s3://bucket[/prefix]. credentials (s3: endpoint, region, access_key_id, secret_access_key, session_token, use_ssl, url_style; optional read_only_access_key_id, read_only_secret_access_key, read_only_session_token: keys that may only read, which jobs use for everything but the prefixes they write, so a fork cannot overwrite its ancestors'' files) are readable by the sidecar''s role only, never shown in a view, a request or a result.';
 
 CREATE OR REPLACE FUNCTION dataenv.update_storage_credentials(name text, credentials jsonb) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER

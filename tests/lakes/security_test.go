@@ -3,6 +3,7 @@ package lakes_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/minio/minio-go/v7"
 
 	"github.com/dataenv/dataenv/sidecar/names"
 )
@@ -412,4 +414,78 @@ func TestCatalogOwnerCannotEscalate(t *testing.T) {
 	if queryString(t, owner, `SELECT count(*)::text FROM pg_roles WHERE rolsuper AND rolname LIKE 'dataenv%'`) != "0" {
 		t.Fatal("a dataenv role became a superuser")
 	}
+}
+
+// With read-only keys on an S3 storage, a fork's job cannot write into its parent's data path:
+// neither a new file nor over one of the parent's files, whatever its SQL does (DuckDB's allowed
+// directories let it reach the parent's prefix, which it must read). It still reads the parent's
+// table and writes its own namespace. Without read-only keys the same write goes through: the
+// storage then holds one key pair, which the docs say.
+func TestForkJobCannotWriteTheParentsFiles(t *testing.T) {
+	e := newEnv(t)
+	bucket := s3.Bucket(t)
+	roKey, roSecret := s3.ReadOnlyUser(t, bucket)
+	creds := fmt.Sprintf(`{"endpoint": "http://%s", "region": %q, "access_key_id": %q, "secret_access_key": %q,
+		"read_only_access_key_id": %q, "read_only_secret_access_key": %q}`,
+		s3.Endpoint, s3.Region, s3.AccessKey, s3.SecretKey, roKey, roSecret)
+	mustExec(t, e.conn, `SELECT dataenv.add_storage('st', $1, $2::jsonb)`, "s3://"+bucket, creds)
+	e.workspace("prod", "")
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
+	e.startSidecar()
+	// Enough rows for a parquet file (DuckLake inlines small inserts into its catalog).
+	e.materialize("prod", "ducklake://main/orders", "SELECT range AS id FROM range(5000)", "replace")
+	e.workspace("dev", "prod")
+
+	var parentFile string
+	for _, k := range listKeys(t, "s3://"+bucket, "lakes/main/") {
+		if strings.HasSuffix(k, ".parquet") {
+			parentFile = k
+		}
+	}
+	if parentFile == "" {
+		t.Fatal("the parent's materialize wrote no parquet file")
+	}
+	before := s3Object(t, bucket, parentFile)
+	for _, target := range []string{parentFile, "lakes/main/planted.parquet"} {
+		// Attaching the lake puts the parent's prefix among the paths the job may reach (its
+		// defer views read there).
+		row := e.runRow("dev", attachMain+fmt.Sprintf("COPY (SELECT 42 AS id) TO 's3://%s/%s' (FORMAT parquet)", bucket, target))
+		if row.Status == "succeeded" {
+			t.Fatalf("the fork's job wrote %s into its parent's data path", target)
+		}
+		if msg := deref(row.Error); !strings.Contains(msg, "403") && !strings.Contains(strings.ToLower(msg), "access denied") {
+			t.Errorf("writing %s: %s, want the store's access denied", target, msg)
+		}
+	}
+	if after := s3Object(t, bucket, parentFile); after != before {
+		t.Fatal("the parent's file changed")
+	}
+	for _, k := range listKeys(t, "s3://"+bucket, "lakes/main/") {
+		if strings.HasSuffix(k, "planted.parquet") {
+			t.Fatalf("a planted file is in the parent's data path: %s", k)
+		}
+	}
+	// What the fork may do still works: read the parent's table, write its own.
+	if got := e.run("dev", attachMain+"SELECT count(*) FROM dl.orders").rowsText(); got != "5000" {
+		t.Fatalf("the fork reads %s rows of the parent's table", got)
+	}
+	e.materialize("dev", "ducklake://main/mine", "SELECT 1 AS id", "replace")
+	if got := e.run("dev", attachMain+"SELECT count(*) FROM dl.mine").rowsText(); got != "1" {
+		t.Fatalf("the fork's own table has %s rows", got)
+	}
+}
+
+// s3Object reads an object with the root keys.
+func s3Object(t *testing.T, bucket, key string) string {
+	t.Helper()
+	o, err := s3.Client().GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	b, err := io.ReadAll(o)
+	if err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	return string(b)
 }

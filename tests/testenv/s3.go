@@ -33,6 +33,11 @@ type S3 struct {
 	Region    string
 	// Dir is the posix root: each bucket is a directory in it.
 	Dir string
+	// AdminURL is the gateway's admin API (users are made there: ReadOnlyUser).
+	AdminURL string
+
+	bin    string
+	iamDir string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -93,8 +98,13 @@ func StartS3(ctx context.Context) (*S3, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	iamDir, err := os.MkdirTemp("", "dataenv-s3-iam-")
+	if err != nil {
+		_ = guard.Fire()
+		return nil, fmt.Errorf("testenv: %w", err)
+	}
 	s := &S3{AccessKey: "AK" + strings.ToUpper(randomHex(9)), SecretKey: randomHex(20),
-		Region: "us-east-1", Dir: dir}
+		Region: "us-east-1", Dir: dir, bin: bin, iamDir: iamDir}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		if lastErr = s.spawn(ctx, bin); lastErr == nil {
@@ -121,9 +131,18 @@ func (s *S3) spawn(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
+	adminPort, err := localpg.FreePort()
+	if err != nil {
+		return err
+	}
 	s.Endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s.URL = "http://" + s.Endpoint
-	cmd := exec.Command(bin, "--port", s.Endpoint, "--region", s.Region, "--quiet", "posix", s.Dir)
+	admin := net.JoinHostPort("127.0.0.1", strconv.Itoa(adminPort))
+	s.AdminURL = "http://" + admin
+	// The internal IAM service (a directory of its own) lets tests make users with less access
+	// than the root's (ReadOnlyUser).
+	cmd := exec.Command(bin, "--port", s.Endpoint, "--admin-port", admin, "--iam-dir", s.iamDir,
+		"--region", s.Region, "--quiet", "posix", s.Dir)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 	s.log = &LogBuffer{Max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
@@ -184,7 +203,7 @@ func (s *S3) Stop(ctx context.Context) error {
 		case <-ctx.Done():
 			s.kill()
 		}
-		s.stopErr = errors.Join(os.RemoveAll(s.Dir), s.guard.Disarm())
+		s.stopErr = errors.Join(os.RemoveAll(s.Dir), os.RemoveAll(s.iamDir), s.guard.Disarm())
 	})
 	return s.stopErr
 }
@@ -201,6 +220,24 @@ func (s *S3) Client() *minio.Client {
 		panic(fmt.Sprintf("testenv: minio client for %s: %v", s.Endpoint, err)) // static options
 	}
 	return c
+}
+
+// ReadOnlyUser makes a user of the gateway that may only read bucket (get and list, through the
+// bucket's policy, which it replaces) and returns its keys.
+func (s *S3) ReadOnlyUser(t testing.TB, bucket string) (accessKey, secretKey string) {
+	t.Helper()
+	accessKey, secretKey = "RO"+strings.ToUpper(randomHex(9)), randomHex(20)
+	out, err := exec.Command(s.bin, "admin", "--access", s.AccessKey, "--secret", s.SecretKey, "--region", s.Region,
+		"--endpoint-url", s.AdminURL, "create-user", "--access", accessKey, "--secret", secretKey, "--role", "user").CombinedOutput()
+	if err != nil {
+		t.Fatalf("testenv: create a read-only S3 user: %v: %s", err, out)
+	}
+	policy := fmt.Sprintf(`{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": [%q]},
+		"Action": ["s3:GetObject", "s3:ListBucket"], "Resource": ["arn:aws:s3:::%s", "arn:aws:s3:::%s/*"]}]}`, accessKey, bucket, bucket)
+	if err := s.Client().SetBucketPolicy(context.Background(), bucket, policy); err != nil {
+		t.Fatalf("testenv: bucket policy of %s: %v", bucket, err)
+	}
+	return accessKey, secretKey
 }
 
 // Bucket creates a bucket named after the test (plus a random suffix) and removes it, with

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -70,6 +71,9 @@ type Plan struct {
 	Dirs []Dir
 	// Remote are the s3:// data prefixes of the job's namespaces.
 	Remote []string
+	// RemoteWrites are the prefixes of Remote the job may write (its own namespaces): with a
+	// storage's read-only keys, only these get a secret with the read-write keys.
+	RemoteWrites []string
 
 	// Tools are the job's lake attaches as a member's own DuckDB session makes them
 	// (dataenv.duckdb_script): the same namespaces, aliases and options, the tools' libpq path.
@@ -124,12 +128,12 @@ func (p *Plan) AllowedDirectories() []string {
 func (p *Plan) addDir(ns Namespace, writable bool) error {
 	if ns.Storage.IsS3() {
 		u := ns.DataURL()
-		for _, r := range p.Remote {
-			if r == u {
-				return nil
-			}
+		if writable && !slices.Contains(p.RemoteWrites, u) {
+			p.RemoteWrites = append(p.RemoteWrites, u)
 		}
-		p.Remote = append(p.Remote, u)
+		if !slices.Contains(p.Remote, u) {
+			p.Remote = append(p.Remote, u)
+		}
 		return nil
 	}
 	dir := strings.TrimSuffix(ns.DataURL(), "/")
@@ -209,7 +213,7 @@ func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *T
 	}
 	res.plan.toolSecrets = append([]string{}, res.cats.tools...)
 	for _, s := range res.s3 {
-		setup = append(setup, s3Secret(s, s3Keys(s)))
+		setup = append(setup, s3Secrets(s, res.plan.RemoteWrites)...)
 		res.plan.toolSecrets = append(res.plan.toolSecrets, s3Secret(s, S3Placeholder(s.Name)))
 		res.plan.secrets = append(res.plan.secrets, s.Creds.Secrets()...)
 	}
@@ -338,27 +342,56 @@ func s3Keys(s control.Storage) string {
 	if s.Creds.AccessKeyID == "" {
 		return "PROVIDER credential_chain"
 	}
-	keys := "KEY_ID " + Literal(s.Creds.AccessKeyID) + ", SECRET " + Literal(s.Creds.SecretAccessKey)
-	if s.Creds.SessionToken != "" {
-		keys += ", SESSION_TOKEN " + Literal(s.Creds.SessionToken)
+	return keyOptions(s.Creds.AccessKeyID, s.Creds.SecretAccessKey, s.Creds.SessionToken)
+}
+
+func keyOptions(id, secret, token string) string {
+	keys := "KEY_ID " + Literal(id) + ", SECRET " + Literal(secret)
+	if token != "" {
+		keys += ", SESSION_TOKEN " + Literal(token)
 	}
 	return keys
+}
+
+// s3Secrets are a job's DuckDB secrets of S3 storage s. Without read-only keys, one secret with
+// the storage's keys, scoped to its URL. With them, that secret holds the read-only keys, and the
+// read-write keys are in one secret per prefix the job writes (writes, of every storage: those
+// under s's URL count), scoped to it: DuckDB uses the secret with the longest matching scope, so
+// the job writes its own namespaces and only reads its ancestors' files, whatever its SQL does.
+func s3Secrets(s control.Storage, writes []string) []string {
+	if !s.Creds.HasReadOnlyKeys() {
+		return []string{s3Secret(s, s3Keys(s))}
+	}
+	ro := s3Secret(s, keyOptions(s.Creds.ReadOnlyAccessKeyID, s.Creds.ReadOnlySecretAccessKey, s.Creds.ReadOnlySessionToken))
+	out := []string{ro}
+	for _, w := range writes {
+		if strings.HasPrefix(w, s.URL+"/") {
+			name := fmt.Sprintf("__dataenv_s3_%s_w%d", s.Name, len(out))
+			out = append(out, scopedS3Secret(s, name, w, s3Keys(s)))
+		}
+	}
+	return out
 }
 
 // s3Secret is the DuckDB secret of an S3 storage, scoped to its URL, with keys (s3Keys, or the
 // placeholder of a member's script).
 func s3Secret(s control.Storage, keys string) string {
+	return scopedS3Secret(s, "__dataenv_s3_"+s.Name, s.URL+"/", keys)
+}
+
+// scopedS3Secret is a DuckDB secret named name for storage s's endpoint, scoped to scope.
+func scopedS3Secret(s control.Storage, name, scope, keys string) string {
 	endpoint, ssl := s.Creds.HostPort()
 	style := s.Creds.URLStyle
 	if style == "" {
 		style = "path"
 	}
-	opts := []string{"TYPE s3", "URL_STYLE " + Literal(style), fmt.Sprintf("USE_SSL %t", ssl), "SCOPE " + Literal(s.URL+"/"), keys}
+	opts := []string{"TYPE s3", "URL_STYLE " + Literal(style), fmt.Sprintf("USE_SSL %t", ssl), "SCOPE " + Literal(scope), keys}
 	if s.Creds.Region != "" {
 		opts = append(opts, "REGION "+Literal(s.Creds.Region))
 	}
 	if endpoint != "" {
 		opts = append(opts, "ENDPOINT "+Literal(endpoint))
 	}
-	return fmt.Sprintf("CREATE OR REPLACE TEMPORARY SECRET %s (%s)", Ident("__dataenv_s3_"+s.Name), strings.Join(opts, ", "))
+	return fmt.Sprintf("CREATE OR REPLACE TEMPORARY SECRET %s (%s)", Ident(name), strings.Join(opts, ", "))
 }

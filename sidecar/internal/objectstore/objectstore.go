@@ -39,7 +39,12 @@ type Credentials struct {
 	SecretAccessKey string `json:"secret_access_key,omitempty"`
 	SessionToken    string `json:"session_token,omitempty"`
 	UseSSL          *bool  `json:"use_ssl,omitempty"`
-	URLStyle        string `json:"url_style,omitempty"` // path or vhost
+	// ReadOnly* are optional keys that may only read the storage: jobs then use them for
+	// everything but the prefixes they write (lake.s3Secrets).
+	ReadOnlyAccessKeyID     string `json:"read_only_access_key_id,omitempty"`
+	ReadOnlySecretAccessKey string `json:"read_only_secret_access_key,omitempty"`
+	ReadOnlySessionToken    string `json:"read_only_session_token,omitempty"`
+	URLStyle                string `json:"url_style,omitempty"` // path or vhost
 }
 
 // String describes the credentials without secrets.
@@ -53,13 +58,16 @@ func (c Credentials) GoString() string { return c.String() }
 // Secrets lists the secret values, for scrubbing error texts.
 func (c Credentials) Secrets() []string {
 	var out []string
-	for _, s := range []string{c.SecretAccessKey, c.SessionToken} {
+	for _, s := range []string{c.SecretAccessKey, c.SessionToken, c.ReadOnlySecretAccessKey, c.ReadOnlySessionToken} {
 		if s != "" {
 			out = append(out, s)
 		}
 	}
 	return out
 }
+
+// HasReadOnlyKeys reports whether read-only keys are set.
+func (c Credentials) HasReadOnlyKeys() bool { return c.ReadOnlyAccessKeyID != "" }
 
 // HostPort is the endpoint without its scheme, and whether TLS is used (explicit use_ssl wins,
 // then an http:// or https:// scheme, else TLS).
