@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/names"
 )
@@ -206,3 +207,45 @@ func TestCreateForkRefusesUnknownSharedLakeAtCallTime(t *testing.T) {
 		t.Fatalf("%d create_fork requests inserted (%v)", n, err)
 	}
 }
+
+// A fork's metadata schema replaced by another of the same name and marker (what someone able
+// to rename schemas in the catalog could do) is not dropped: the registry recorded the OID of
+// the one dataenv made. The replacement and what it holds stay; the registry row stays too.
+func TestCleanupRefusesAReplacedSchema(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	e.workspace("dev", "prod")
+	e.materialize("dev", "ducklake://main/orders", ordersQuery, "replace")
+	schema := names.ForkLakeSchema("dev", "main")
+	if got := queryString(t, e.conn, `SELECT (schema_oid IS NOT NULL)::text FROM dataenv.fork_lake_namespaces WHERE workspace = 'dev'`); got != "true" {
+		t.Fatalf("schema OID recorded: %s", got)
+	}
+	cat := pg.Connect(t, e.catalog)
+	ctx := context.Background()
+	var comment string
+	if err := cat.QueryRow(ctx, `SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1`, schema).Scan(&comment); err != nil {
+		t.Fatal(err)
+	}
+	id := pgx.Identifier{schema}.Sanitize()
+	for _, sql := range []string{
+		`ALTER SCHEMA ` + id + ` RENAME TO moved_aside`,
+		`CREATE SCHEMA ` + id,
+		`COMMENT ON SCHEMA ` + id + ` IS ` + quoteLiteral(comment),
+		`CREATE TABLE ` + id + `.precious (x int)`,
+	} {
+		mustExec(t, cat, sql)
+	}
+	t.Cleanup(func() { cat.Exec(ctx, `DROP SCHEMA IF EXISTS moved_aside CASCADE`) })
+	row := e.dropFork("dev")
+	if row.Status != "failed" || !strings.Contains(deref(row.Error), "not the") || !strings.Contains(deref(row.Error), "OID") {
+		t.Fatalf("drop_fork of a fork whose schema was replaced: %s %s", row.Status, deref(row.Error))
+	}
+	if got := queryString(t, cat, `SELECT count(*)::text FROM pg_tables WHERE schemaname = $1 AND tablename = 'precious'`, schema); got != "1" {
+		t.Fatal("the replacement schema's table was dropped")
+	}
+	if got := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.fork_lake_namespaces WHERE workspace = 'dev'`); got != "1" {
+		t.Fatalf("registry rows: %s, want the row kept", got)
+	}
+	mustExec(t, cat, `DROP SCHEMA `+id+` CASCADE`)
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

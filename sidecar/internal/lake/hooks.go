@@ -103,10 +103,13 @@ func (e *CleanupError) Error() string {
 type registryRow struct {
 	Workspace, Lake, Schema, Cluster, Database, Storage, StorageURL, DataPath string
 	SchemaDropped                                                             bool
+	// SchemaOID is the metadata schema's OID when recorded (0: not yet).
+	SchemaOID uint32
 }
 
 const registryRowsSQL = `
-SELECT workspace, lake, metadata_schema, catalog_cluster, catalog_database, storage, storage_url, data_path, schema_dropped
+SELECT workspace, lake, metadata_schema, catalog_cluster, catalog_database, storage, storage_url, data_path, schema_dropped,
+       coalesce(schema_oid, 0)
   FROM dataenv.fork_lake_namespaces WHERE workspace = $1
  ORDER BY lake, registered_at`
 
@@ -124,7 +127,7 @@ func (h *Hooks) registryRows(ctx context.Context, fork string) ([]registryRow, e
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (registryRow, error) {
 		var x registryRow
-		return x, r.Scan(&x.Workspace, &x.Lake, &x.Schema, &x.Cluster, &x.Database, &x.Storage, &x.StorageURL, &x.DataPath, &x.SchemaDropped)
+		return x, r.Scan(&x.Workspace, &x.Lake, &x.Schema, &x.Cluster, &x.Database, &x.Storage, &x.StorageURL, &x.DataPath, &x.SchemaDropped, &x.SchemaOID)
 	})
 }
 
@@ -247,8 +250,8 @@ func (h *Hooks) cleanupRow(ctx context.Context, row registryRow, rep request.Rep
 }
 
 // dropSchema drops the registered metadata schema in the registered catalog, under the catalog
-// cluster's lifecycle lock. Refused unless the name has the fork prefix and the schema carries
-// dataenv's marker; a schema already gone is done.
+// cluster's lifecycle lock. Refused unless the name has the fork prefix, the schema carries
+// dataenv's marker and has the OID recorded when dataenv made it; a schema already gone is done.
 func (h *Hooks) dropSchema(ctx context.Context, row registryRow, rep request.Reporter) error {
 	if !strings.HasPrefix(row.Schema, names.ForkPrefix) || row.Schema != names.ForkLakeSchema(row.Workspace, row.Lake) {
 		return request.Refusef("refusing to drop schema %q: not the fork metadata schema of lake %q of %q", row.Schema, row.Lake, row.Workspace)
@@ -265,6 +268,16 @@ func (h *Hooks) dropSchema(ctx context.Context, row registryRow, rep request.Rep
 		}
 		if !cluster.HasMarker(comment) {
 			return request.Refusef("refusing to drop schema %q in %q: it lacks dataenv's marker", row.Schema, row.Database)
+		}
+		if row.SchemaOID != 0 {
+			oid, err := schemaOID(ctx, conn, row.Schema)
+			if err != nil {
+				return err
+			}
+			if oid != row.SchemaOID {
+				return request.Refusef("refusing to drop schema %q in %q: its OID is %d, not the %d dataenv recorded (the schema was replaced by someone else); drop it by hand if it is dataenv's, then run drop_fork again",
+					row.Schema, row.Database, oid, row.SchemaOID)
+			}
 		}
 		_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{row.Schema}.Sanitize()+" CASCADE")
 		return err

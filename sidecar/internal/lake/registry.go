@@ -73,7 +73,11 @@ func (r *Registry) Register(ctx context.Context, ns Namespace, rep request.Repor
 			return err
 		}
 		defer conn.Close(context.Background())
-		return ensureSchema(ctx, conn, ns)
+		oid, created, err := ensureSchema(ctx, conn, ns)
+		if err != nil {
+			return err
+		}
+		return r.recordOID(ctx, ns, oid, created)
 	})
 	if err != nil {
 		return err
@@ -83,32 +87,62 @@ func (r *Registry) Register(ctx context.Context, ns Namespace, rep request.Repor
 }
 
 // ensureSchema creates the fork's metadata schema with the marker, or checks the marker of an
-// existing one: a schema of that name that dataenv did not create is refused.
-func ensureSchema(ctx context.Context, conn *pgx.Conn, ns Namespace) error {
+// existing one: a schema of that name that dataenv did not create is refused. It returns the
+// schema's OID and whether it was created now.
+func ensureSchema(ctx context.Context, conn *pgx.Conn, ns Namespace) (uint32, bool, error) {
 	comment, exists, err := schemaComment(ctx, conn, ns.MetadataSchema)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	if exists {
 		if !cluster.HasMarker(comment) {
-			return request.Refusef("schema %q exists in catalog database %q without dataenv's marker; refusing to use it as the fork namespace of lake %q",
+			return 0, false, request.Refusef("schema %q exists in catalog database %q without dataenv's marker; refusing to use it as the fork namespace of lake %q",
 				ns.MetadataSchema, ns.Lake.CatalogDatabase, ns.Lake.Name)
 		}
-		return nil
+		oid, err := schemaOID(ctx, conn, ns.MetadataSchema)
+		return oid, false, err
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	defer tx.Rollback(context.Background())
 	id := pgx.Identifier{ns.MetadataSchema}.Sanitize()
-	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+id); err != nil {
-		return fmt.Errorf("create schema %s: %w", ns.MetadataSchema, err)
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA "+id); err != nil {
+		return 0, false, fmt.Errorf("create schema %s: %w", ns.MetadataSchema, err)
 	}
 	if _, err := tx.Exec(ctx, "COMMENT ON SCHEMA "+id+" IS "+Literal(schemaMarker(ns))); err != nil {
-		return fmt.Errorf("comment on schema %s: %w", ns.MetadataSchema, err)
+		return 0, false, fmt.Errorf("comment on schema %s: %w", ns.MetadataSchema, err)
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return 0, false, err
+	}
+	oid, err := schemaOID(ctx, conn, ns.MetadataSchema)
+	return oid, true, err
+}
+
+func schemaOID(ctx context.Context, conn *pgx.Conn, schema string) (uint32, error) {
+	var oid uint32
+	if err := conn.QueryRow(ctx, `SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1`, schema).Scan(&oid); err != nil {
+		return 0, fmt.Errorf("read the OID of schema %s: %w", schema, err)
+	}
+	return oid, nil
+}
+
+// recordOIDSQL records the schema's OID: always for a schema created now ($10), else only when
+// none is recorded, so a schema someone put in the place of dataenv's keeps the drop refusing.
+const recordOIDSQL = `
+UPDATE dataenv.fork_lake_namespaces SET schema_oid = $9
+ WHERE workspace = $1 AND lake = $2 AND metadata_schema = $3 AND catalog_cluster = $4 AND catalog_database = $5
+   AND storage = $6 AND storage_url = $7 AND data_path = $8 AND ($10 OR schema_oid IS NULL)`
+
+func (r *Registry) recordOID(ctx context.Context, ns Namespace, oid uint32, created bool) error {
+	_, err := r.pool.Exec(ctx, recordOIDSQL, ns.Workspace, ns.Lake.Name, ns.MetadataSchema, ns.Lake.CatalogCluster,
+		ns.Lake.CatalogDatabase, ns.Storage.Name, ns.Storage.URL, ns.DataPrefix, oid, created)
+	if err != nil {
+		return request.Retryable(fmt.Errorf("record the schema of the fork namespace of lake %q: %w", ns.Lake.Name, err))
+	}
+	return nil
 }
 
 // schemaComment reads a schema's comment and whether it exists.
