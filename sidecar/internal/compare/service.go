@@ -78,8 +78,9 @@ type DatatableResult struct {
 	Cluster        string `json:"cluster"`
 	Database       string `json:"database"`
 	ParentDatabase string `json:"parent_database,omitempty"`
-	// Status: compared, shared (keep_original: the parent's database itself), or
-	// no_parent (the parent, or its datatable of that name, is gone).
+	// Status: compared, unchanged (no difference), truncated (more than maxDifferences), shared
+	// (keep_original: the parent's database itself), or no_parent (the parent, or its datatable
+	// of that name, is gone).
 	Status      string       `json:"status"`
 	Note        string       `json:"note,omitempty"`
 	Differences []Difference `json:"differences"`
@@ -171,7 +172,7 @@ func (s *Service) compareDatatable(ctx context.Context, parent string, d control
 	dr.Differences = Diff(before, after)
 	switch {
 	case len(dr.Differences) > maxDifferences:
-		dr.Note = fmt.Sprintf("%d differences; the first %d are listed", len(dr.Differences), maxDifferences)
+		dr.Status, dr.Note = "truncated", fmt.Sprintf("%d differences; the first %d are listed", len(dr.Differences), maxDifferences)
 		dr.Differences, dr.Truncated = dr.Differences[:maxDifferences], true
 	case len(dr.Differences) == 0:
 		dr.Status, dr.Note = "unchanged", "the copy's schema is the parent's"
