@@ -90,6 +90,31 @@ func TestCompareForkListsWhatTheForkChanged(t *testing.T) {
 		t.Fatalf("detail of the added column: %q, %v", detail, err)
 	}
 
+	// The copy's owner plants functions named like the catalog functions the comparison uses: the
+	// admin's pinned search_path never reaches them (one running would fail the request), and
+	// they are listed as what they are, functions the fork added.
+	fc = f.pg.Connect(t, names.ForkDatabase(fork, "d"))
+	mustExec(t, fc, `SET ROLE `+ident(f.forkRole(fork)))
+	for _, sig := range []string{"format_type(oid, integer)", "pg_get_functiondef(oid)", "pg_get_viewdef(oid)", "starts_with(text, text)"} {
+		mustExec(t, fc, `CREATE FUNCTION public.`+sig+` RETURNS text LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'trap ran as %', current_user; END$$`)
+	}
+	_ = fc.Close(f.ctx)
+	id = f.request(alice.conn, `SELECT dataenv.compare_fork($1)`, fork)
+	var traps []string
+	for _, d := range f.differences(alice, id) {
+		if strings.HasPrefix(d, "datatable d function public.") && !strings.Contains(d, "order_total") {
+			traps = append(traps, d)
+		}
+	}
+	if got := strings.Join(traps, "\n"); got != strings.Join([]string{
+		"datatable d function public.format_type(oid, integer) added",
+		"datatable d function public.pg_get_functiondef(oid) added",
+		"datatable d function public.pg_get_viewdef(oid) added",
+		"datatable d function public.starts_with(text, text) added",
+	}, "\n") {
+		t.Fatalf("planted functions:\n%s", got)
+	}
+
 	// Another user sees neither the fork nor alice's comparison.
 	if err := sqlErr(bob.conn, `SELECT dataenv.compare_fork($1)`, fork); err == nil || !strings.Contains(err.Error(), "may not use workspace") {
 		t.Fatalf("bob, no member of the fork, compared it: %v", err)
