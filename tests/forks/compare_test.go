@@ -125,6 +125,12 @@ func TestCompareForkListsWhatTheForkChanged(t *testing.T) {
 	// A member of the fork alone may not see the parent's current schema through it.
 	mustExec(t, alice.conn, `SELECT dataenv.grant_workspace($1, $2)`, fork, carol.name)
 	f.mustFail(f.request(carol.conn, `SELECT dataenv.compare_fork($1)`, fork), "but not its parent")
+	// fork_differences shows compare_fork requests only.
+	createID := queryString(t, f.sql, `SELECT created_by_request::text FROM dataenv.workspaces WHERE id = $1`, fork)
+	if err := sqlErr(alice.conn, `SELECT * FROM dataenv.fork_differences($1::uuid)`, createID); err == nil ||
+		!strings.Contains(err.Error(), "not a compare_fork one") {
+		t.Fatalf("fork_differences of a create_fork request: %v", err)
+	}
 	// Comparing a root is refused at once.
 	if err := sqlErr(alice.conn, `SELECT dataenv.compare_fork($1)`, ws); err == nil || !strings.Contains(err.Error(), "is not a fork") {
 		t.Fatalf("compare_fork of a root: %v", err)
