@@ -95,7 +95,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.fork_differences(uuid, interval) IS
-    'Waits (up to timeout) for a compare_fork request of the caller''s and shows its outcome, a row per difference: area datatable or lake, its name, object_kind (table, column, constraint, index, trigger, view, function; table for a lake), object, change (added, removed, changed; fork-materialized for a lake table) and detail (what changed; for a lake table its row count and the parent''s state). A datatable or lake without differences has one row saying so (shared, unchanged, isolated). The full outcome is the request''s result.';
+    'Waits (up to timeout) for a compare_fork request of the caller''s and shows its outcome, a row per difference: area datatable or lake, its name, object_kind (table, column, constraint, index, trigger, view, function; table for a lake), object, change (added, removed, changed; fork-materialized for a lake table) and detail (what changed; for a lake table its row count and the parent''s state). A datatable or lake without differences has one row saying so (change shared, own, unchanged, no_parent; for a lake shared or isolated). The full outcome is the request''s result.';
 
 REVOKE ALL ON FUNCTION dataenv.validate_compare_fork(jsonb), dataenv.compare_fork(text), dataenv.fork_differences(uuid, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dataenv.validate_compare_fork(jsonb), dataenv.compare_fork(text), dataenv.fork_differences(uuid, interval)

@@ -13,6 +13,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
+	"github.com/dataenv/dataenv/sidecar/internal/workspace"
 	"github.com/dataenv/dataenv/sidecar/names"
 )
 
@@ -79,8 +80,8 @@ type DatatableResult struct {
 	Database       string `json:"database"`
 	ParentDatabase string `json:"parent_database,omitempty"`
 	// Status: compared, unchanged (no difference), truncated (more than maxDifferences), shared
-	// (keep_original: the parent's database itself), or no_parent (the parent, or its datatable
-	// of that name, is gone).
+	// (keep_original: the parent's database itself), own (bound to the fork with add_datatable),
+	// or no_parent (the parent, or its datatable of that name, is gone).
 	Status      string       `json:"status"`
 	Note        string       `json:"note,omitempty"`
 	Differences []Difference `json:"differences"`
@@ -139,8 +140,13 @@ func (s *Service) compareFork(ctx context.Context, req *request.Request, rep req
 // compareDatatable compares a datatable of the fork with the parent's datatable of that name.
 func (s *Service) compareDatatable(ctx context.Context, parent string, d control.Resolution) (DatatableResult, error) {
 	dr := DatatableResult{Datatable: d.Datatable, Mode: d.Mode, Cluster: d.Cluster, Database: d.Database, Differences: []Difference{}}
-	if d.Mode != "schema_only" && d.Mode != "full_copy" {
+	switch d.Mode {
+	case workspace.ModeSchemaOnly, workspace.ModeFullCopy:
+	case workspace.ModeKeepOriginal:
 		dr.Status, dr.Note = "shared", "keep_original: the fork uses the parent's database itself, nothing to compare"
+		return dr, nil
+	default: // configured: bound to the fork itself with add_datatable
+		dr.Status, dr.Note = "own", "bound to the fork itself (no copy of the parent's), nothing to compare"
 		return dr, nil
 	}
 	if parent == "" {
