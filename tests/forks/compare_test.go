@@ -34,7 +34,8 @@ func (f *fixture) differences(u user, id string) []string {
 // TestCompareForkListsWhatTheForkChanged: in a schema_only copy, a column, an index, a function
 // and a view are added and a table is dropped; compare_fork lists exactly those (the dropped
 // table once, not its columns and constraints), says the keep_original datatable shares the
-// parent's database, and is refused to a non-member, and to a member of the fork alone.
+// parent's database, and is refused to a non-member, and to a member of the fork alone; an
+// orphaned fork's copy has nothing to be compared with.
 func TestCompareForkListsWhatTheForkChanged(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -135,4 +136,12 @@ func TestCompareForkListsWhatTheForkChanged(t *testing.T) {
 	if err := sqlErr(alice.conn, `SELECT dataenv.compare_fork($1)`, ws); err == nil || !strings.Contains(err.Error(), "is not a fork") {
 		t.Fatalf("compare_fork of a root: %v", err)
 	}
+
+	// An orphaned fork has no parent to compare its copy with, and says so.
+	mustExec(t, alice.conn, `SELECT dataenv.drop_workspace($1)`, ws)
+	id = f.request(alice.conn, `SELECT dataenv.compare_fork($1)`, fork)
+	if got, want := strings.Join(f.differences(alice, id), "\n"), "datatable d - - no_parent\ndatatable k - - shared"; got != want {
+		t.Fatalf("compare_fork of an orphaned fork:\n%s\nwant:\n%s", got, want)
+	}
+	f.mustSucceed(f.request(alice.conn, `SELECT dataenv.drop_fork($1)`, fork))
 }
