@@ -111,6 +111,10 @@ var kindCases = map[string]kindCase{
 	"drop_fork": {"workspace_owner", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"fork": %q, "cascade": true}`, v.fork)
 	}},
+	// A comparison shows the fork's copies and the parent's current schema and lake records.
+	"compare_fork": {"workspace_member", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"fork": %q}`, v.fork)
+	}},
 	"run": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "sql": "ATTACH 'datatable://d' AS d; SELECT * FROM d.public.secrets_of_the_owner"}`, v.ws)
 	}},

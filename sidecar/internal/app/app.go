@@ -10,6 +10,7 @@ import (
 
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/compare"
 	"github.com/dataenv/dataenv/sidecar/internal/connection"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/daemon"
@@ -97,6 +98,10 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 		return nil, nil, err
 	}
 	conns := &connection.Service{Control: pool, Clusters: admin, Lakes: jobs, Logger: log}
+	comparer, err := compare.New(compare.Config{Control: pool, Clusters: admin, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
 	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
 		Cleaners: []workspace.ForkCleaner{lakeHooks, admin}, BlocksCreate: lake.BlocksCreate,
 		Tools: pgtool.NewFinder(cfg.PGToolsDirs), Preparer: conns})
@@ -112,6 +117,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	jobs.Register(reg)
 	forks.Register(reg)
 	conns.Register(reg)
+	comparer.Register(reg)
 	if registerTestKinds != nil {
 		registerTestKinds(reg, components{Pool: pool, Metrics: m, Logger: log, Clusters: admin, Lakes: lakeHooks})
 	}
