@@ -175,6 +175,22 @@ func TestResultCapAndRetention(t *testing.T) {
 		!strings.Contains(res.Note, "256 KiB") || !strings.Contains(res.Note, "dataenv.materialize") {
 		t.Fatalf("truncated %v, %d rows, %d bytes, note %q", res.Truncated, res.RowCount, len(row.Result), res.Note)
 	}
+	// What the note offers: dataenv.run's max_result_bytes raises the cap (here past the 2 MB of
+	// 20000 such rows).
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.run('prod', $1, max_result_bytes => 16777216)`,
+		`SELECT range AS id, repeat('x', 100) AS pad FROM range(20000)`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	row = e.wait(id)
+	res.Truncated, res.RowCount = false, 0
+	if err := json.Unmarshal(row.Result, &res); err != nil || row.Status != "succeeded" || res.Truncated || res.RowCount != 20000 {
+		t.Fatalf("run with max_result_bytes: %s %s %v: truncated %v, %d rows", row.Status, deref(row.Error), err, res.Truncated, res.RowCount)
+	}
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.run('prod', 'SELECT 1', max_result_bytes => 16777217)`).Scan(&id); err == nil ||
+		!strings.Contains(err.Error(), "16 MiB") {
+		t.Fatalf("max_result_bytes past the limit: %v", err)
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.requests WHERE error = 'old'`) != "0" {
 		if time.Now().After(deadline) {
