@@ -89,6 +89,16 @@ func TestJobLimits(t *testing.T) {
 	}
 	row := e.wait(id)
 	wantFailure(t, "a job with its own timeout", rowOutcome{row.Status, deref(row.Error)}, "timeout of 500ms", "asked for by the request")
+	// materialize takes the same timeout; a write stopped by it leaves nothing materialized.
+	if err := e.conn.QueryRow(ctx, `SELECT dataenv.materialize('prod', 'ducklake://main/slow', $1, timeout => '500 ms')`, long).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	row = e.wait(id)
+	wantFailure(t, "a materialize with its own timeout", rowOutcome{row.Status, deref(row.Error)}, "timeout of 500ms", "asked for by the request")
+	if n := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.materializations WHERE workspace = 'prod' AND table_name = 'slow' AND status = 'materialized'`); n != "0" {
+		t.Fatalf("%s materializations of the stopped write", n)
+	}
+	e.assertNoJobProcess()
 
 	// Memory: DuckDB's limit (and the runner's cgroup where the machine has one).
 	mustExec(t, e.conn, `SELECT dataenv.set_job_limits('prod', memory => '64MB', timeout => '10 minutes')`)
