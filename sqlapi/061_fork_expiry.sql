@@ -186,6 +186,25 @@ COMMENT ON FUNCTION dataenv.set_workspace_policy(text, interval, interval) IS
 -- Filing the drops of expired forks (the leader sidecar, every --fork-expiry-interval)
 -- ---------------------------------------------------------------------------------------------
 
+-- Children first: what an expired fork waits for before its drop is filed. Its child forks, and
+-- its dropped children whose drop_fork is still pending or running (their cleanups unfinished).
+-- Answered only for a fork the session may use.
+CREATE OR REPLACE FUNCTION dataenv.fork_expiry_waits_for(fork text) RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(array_agg(s.id ORDER BY s.id), '{}')
+      FROM (SELECT c.id FROM dataenv.workspaces c WHERE c.parent = fork_expiry_waits_for.fork
+            UNION
+            SELECT t.id FROM dataenv.workspace_tombstones t
+              JOIN dataenv.requests r ON r.args->>'fork' = t.id
+             WHERE t.parent = fork_expiry_waits_for.fork
+               AND r.status IN ('pending', 'running') AND r.kind = 'drop_fork') s
+     WHERE dataenv.workspace_access(fork_expiry_waits_for.fork, dataenv.acting_role()) IS NOT NULL
+$$;
+COMMENT ON FUNCTION dataenv.fork_expiry_waits_for(text) IS
+    'What an expired fork waits for before the sidecar files its drop (children first): its child forks, and dropped children whose drop_fork has not finished. Answered only for workspaces the caller may use.';
+
 CREATE OR REPLACE FUNCTION dataenv.file_fork_expirations(max_forks integer DEFAULT 100)
 RETURNS TABLE (fork text, request_id uuid, expires_at timestamptz)
 LANGUAGE plpgsql VOLATILE
@@ -203,13 +222,9 @@ BEGIN
     FOR w IN
         SELECT x.id, x.expires_at FROM dataenv.workspaces x
          WHERE x.expires_at <= now() AND x.is_fork AND NOT x.protected
-           AND NOT EXISTS (SELECT FROM dataenv.workspaces c WHERE c.parent = x.id)
            AND NOT EXISTS (SELECT FROM dataenv.requests r
                             WHERE r.status IN ('pending', 'running') AND r.kind = 'drop_fork' AND r.args->>'fork' = x.id)
-           -- children first: a dropped child's drop_fork has finished (its cleanups too)
-           AND NOT EXISTS (SELECT FROM dataenv.requests r
-                             JOIN dataenv.workspace_tombstones t ON t.id = r.args->>'fork'
-                            WHERE r.status IN ('pending', 'running') AND r.kind = 'drop_fork' AND t.parent = x.id)
+           AND dataenv.fork_expiry_waits_for(x.id) = '{}'
          ORDER BY x.expires_at, x.id
          LIMIT max_forks
            FOR UPDATE OF x SKIP LOCKED
@@ -273,7 +288,7 @@ SELECT w.id AS workspace, w.is_fork, w.parent, w.created_by AS owner,
        w.expires_at, (w.expires_at <= now()) AS expired,
        CASE WHEN w.expires_at <= now() THEN
            CASE WHEN w.protected THEN 'protected'
-                WHEN EXISTS (SELECT FROM dataenv.workspaces c WHERE c.parent = w.id) THEN 'waiting for child forks'
+                WHEN dataenv.fork_expiry_waits_for(w.id) <> '{}' THEN 'waiting for child forks'
                 ELSE 'dropping' END END AS expiry_state,
        e.request_id AS expiry_request,
        p.policy_from, p.default_fork_expiry, p.max_fork_expiry
@@ -286,7 +301,7 @@ SELECT w.id AS workspace, w.is_fork, w.parent, w.created_by AS owner,
                       WHERE x.fork = w.id ORDER BY x.filed_at DESC LIMIT 1) e ON true
  WHERE dataenv.can_use_workspace(w.id);
 COMMENT ON VIEW dataenv.workspace_lifecycle IS
-    'Protection and expiry of the workspaces the caller may use: protected (by whom, since when), expires_at, expired and expiry_state (protected, waiting for child forks, dropping), the last drop_fork the sidecar filed for its expiry, and the expiry policy of forks created under it (policy_from: the workspace whose policy applies).';
+    'Protection and expiry of the workspaces the caller may use: protected (by whom, since when), expires_at, expired and expiry_state (protected, waiting for child forks (dataenv.fork_expiry_waits_for names them), dropping), the last drop_fork the sidecar filed for its expiry, and the expiry policy of forks created under it (policy_from: the workspace whose policy applies).';
 
 REVOKE ALL ON dataenv.workspace_policies, dataenv.fork_expirations FROM PUBLIC;
 GRANT SELECT ON dataenv.workspace_policies, dataenv.fork_expirations TO dataenv_admin;
@@ -295,8 +310,8 @@ GRANT SELECT ON dataenv.fork_expiration_list, dataenv.workspace_lifecycle TO dat
 REVOKE ALL ON FUNCTION dataenv.check_timestamptz_arg(text, text, jsonb), dataenv.effective_fork_policy(text),
     dataenv.check_fork_expires_in(text, text, jsonb), dataenv.fork_expires_at(text, interval),
     dataenv.set_fork_expiry(text, timestamptz), dataenv.set_workspace_policy(text, interval, interval),
-    dataenv.file_fork_expirations(integer), dataenv.is_fork_expiry_member(uuid) FROM PUBLIC;
+    dataenv.file_fork_expirations(integer), dataenv.is_fork_expiry_member(uuid), dataenv.fork_expiry_waits_for(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dataenv.check_timestamptz_arg(text, text, jsonb), dataenv.effective_fork_policy(text),
     dataenv.check_fork_expires_in(text, text, jsonb),
     dataenv.set_fork_expiry(text, timestamptz), dataenv.set_workspace_policy(text, interval, interval),
-    dataenv.is_fork_expiry_member(uuid) TO dataenv_user, dataenv_admin;
+    dataenv.is_fork_expiry_member(uuid), dataenv.fork_expiry_waits_for(text) TO dataenv_user, dataenv_admin;
