@@ -86,6 +86,7 @@ func TestExpiryShownAndCleared(t *testing.T) {
 		t.Fatal("workspace_lifecycle does not show the fork's expiry an hour ahead")
 	}
 	mustRefuse(t, e.member.conn, []string{"is not the owner"}, `SELECT dataenv.set_fork_expiry($1, now() + interval '2 hours')`, fork)
+	mustRefuse(t, e.newUser().conn, []string{"no workspace"}, `SELECT dataenv.set_fork_expiry($1, NULL)`, fork)
 	mustRefuse(t, e.owner.conn, []string{"not a fork"}, `SELECT dataenv.set_fork_expiry($1, now())`, ws)
 	mustExec(t, e.owner.conn, `SELECT dataenv.set_fork_expiry($1, now() + interval '2 hours')`, fork)
 	if !testenv.Query[bool](t, e.owner.conn, `SELECT expires_at > now() + interval '90 minutes' FROM dataenv.workspaces WHERE id = $1`, fork) {

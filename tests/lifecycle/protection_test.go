@@ -30,7 +30,13 @@ func TestProtectedRootRefusesRemovals(t *testing.T) {
 	mustExec(t, e.sql, `SELECT dataenv.add_lake($1, 'main', 'instance', $2, 'st', 'lakes/main', validate => false)`, ws, pg.CreateDatabase(t))
 
 	mustRefuse(t, e.member.conn, []string{"is not the owner"}, `SELECT dataenv.protect_workspace($1)`, ws)
+	stranger := e.newUser()
+	mustRefuse(t, stranger.conn, []string{"no workspace"}, `SELECT dataenv.protect_workspace($1)`, ws)
 	mustExec(t, e.owner.conn, `SELECT dataenv.protect_workspace($1)`, ws)
+	mustRefuse(t, stranger.conn, []string{"no workspace"}, `SELECT dataenv.unprotect_workspace($1)`, ws)
+	if n := testenv.Query[int](t, stranger.conn, `SELECT count(*) FROM dataenv.workspace_lifecycle`); n != 0 {
+		t.Fatal("a stranger sees the workspace's lifecycle")
+	}
 	mustExec(t, e.owner.conn, `SELECT dataenv.protect_workspace($1)`, ws) // idempotent
 	var protected bool
 	var by string
