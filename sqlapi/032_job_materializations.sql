@@ -85,9 +85,23 @@ $$;
 COMMENT ON FUNCTION dataenv.fork_lake_pin(text, text, text) IS
     'Internal: the DuckLake snapshot of from_workspace''s namespace that workspace''s deferred reads of lake are pinned to (its own pin, else the nearest ancestor fork''s), NULL when live.';
 
+-- The rows of the view for the calling role (the view's functions run with the caller's EXECUTE
+-- rights, so the internal ones are reached through this definer, which filters by the caller).
+CREATE OR REPLACE FUNCTION dataenv.fork_materialization_visible()
+RETURNS TABLE (workspace text, lake text, table_name text, state text, from_workspace text, snapshot_id bigint, pinned_snapshot bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r.workspace, r.lake, r.table_name, r.state, r.from_workspace, r.snapshot_id,
+           CASE WHEN r.state = 'deferred' THEN dataenv.fork_lake_pin(r.workspace, r.lake, r.from_workspace) END
+      FROM dataenv.fork_materialization_rows() r
+     WHERE dataenv.workspace_access(r.workspace, dataenv.acting_role()) IS NOT NULL
+$$;
+COMMENT ON FUNCTION dataenv.fork_materialization_visible() IS
+    'The rows of dataenv.fork_materialization for the workspaces the calling role (dataenv.acting_role) may use, with the pinned snapshot of deferred tables.';
+
 CREATE OR REPLACE VIEW dataenv.fork_materialization WITH (security_barrier) AS
-SELECT r.*, CASE WHEN r.state = 'deferred' THEN dataenv.fork_lake_pin(r.workspace, r.lake, r.from_workspace) END AS pinned_snapshot
-  FROM dataenv.fork_materialization_rows() r WHERE dataenv.can_use_workspace(r.workspace);
+SELECT * FROM dataenv.fork_materialization_visible() r WHERE dataenv.can_use_workspace(r.workspace);
 COMMENT ON VIEW dataenv.fork_materialization IS
     'Per fork the caller may use, isolated lake and table: deferred (read from from_workspace, the nearest ancestor that materialized it), fork-materialized (the fork wrote its own), or absent (known in the chain, but no ancestor''s latest run succeeded). pinned_snapshot: the ancestor''s DuckLake snapshot a pinned fork reads a deferred table at (NULL: live).';
 
@@ -136,3 +150,5 @@ REVOKE ALL ON dataenv.materialization_all FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dataenv.run(text, text, interval), dataenv.materialize(text, text, text, text, boolean, interval)
   TO dataenv_user, dataenv_admin;
 GRANT SELECT ON dataenv.materialization_list, dataenv.fork_materialization TO dataenv_user, dataenv_admin;
+REVOKE ALL ON FUNCTION dataenv.fork_materialization_visible() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dataenv.fork_materialization_visible() TO dataenv_user, dataenv_admin;

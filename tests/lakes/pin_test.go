@@ -3,6 +3,7 @@ package lakes_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -71,6 +72,11 @@ func TestPinnedForkReadsItsSnapshot(t *testing.T) {
 	}
 	if got := e.pinnedSnapshot("live", "orders"); got != nil {
 		t.Fatalf("an unpinned fork shows pinned_snapshot %d", *got)
+	}
+	mb := e.member("pinned")
+	if got := queryString(t, mb.conn, `SELECT pinned_snapshot::text FROM dataenv.fork_materialization
+		WHERE workspace = 'pinned' AND table_name = 'orders'`); got != fmt.Sprint(pin) {
+		t.Fatalf("a member of the fork reads pinned_snapshot %q, want %d", got, pin)
 	}
 
 	// The parent rewrites the table, adds one, and is maintained.
