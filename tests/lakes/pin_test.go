@@ -51,9 +51,16 @@ func (e *env) pinnedSnapshot(fork, table string) *int64 {
 // jobs, its members' DuckDB script and its sub-forks, while the parent rewrites the table and
 // maintains the lake (maintain_lake expires every snapshot but the current and the pinned one,
 // and the pinned one's files stay); an unpinned fork reads the parent's new rows. repin_fork
-// moves the pin to now, and the next maintenance expires the old pin's snapshot.
+// moves the pin to now, and the next maintenance expires the old pin's snapshot. On a local data
+// path and on the S3 server.
 func TestPinnedForkReadsItsSnapshot(t *testing.T) {
-	e, _ := lakeEnv(t, storageKinds[0])
+	for _, sk := range storageKinds {
+		t.Run(sk.name, func(t *testing.T) { pinnedForkScenario(t, sk) })
+	}
+}
+
+func pinnedForkScenario(t *testing.T, sk storageKind) {
+	e, _ := lakeEnv(t, sk)
 	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
 	e.requestOK(`SELECT dataenv.create_fork('prod', 'pinned', pin_lakes => true)`)
 	e.requestOK(`SELECT dataenv.create_fork('pinned', 'pinned/sub')`) // unpinned: inherits its parent's pin of prod
