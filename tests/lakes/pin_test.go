@@ -180,3 +180,31 @@ func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// A fork made with pin_lakes below a pinned fork sees the lakes as its parent sees them: it
+// takes its parent's pin of the grandparent, and pins its parent's own namespace at its current
+// snapshot; repinning it moves the latter, and keeps the former at the parent's pin.
+func TestPinnedSubForkSeesWhatItsParentSees(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
+	e.requestOK(`SELECT dataenv.create_fork('prod', 'a', pin_lakes => true)`)
+	e.materialize("prod", "ducklake://main/orders", attachMain+"SELECT range AS id, 1 AS amount FROM range(3)", "replace")
+	e.materialize("a", "ducklake://main/mine", "SELECT 1 AS x", "replace")
+	res := e.requestOK(`SELECT dataenv.create_fork('a', 'a/b', pin_lakes => true)`)
+	pins := queryString(t, e.conn, `SELECT string_agg(ancestor || '=' || (snapshot_id = (SELECT snapshot_id FROM dataenv.fork_lake_pins
+		WHERE fork = 'a' AND ancestor = 'prod'))::text, ',' ORDER BY ancestor) FROM dataenv.fork_lake_pins WHERE fork = 'a/b'`)
+	if pins != "a=false,prod=true" {
+		t.Fatalf("the pins of a/b (ancestor=same snapshot as a's pin of prod): %s; create_fork result %v", pins, res["pins"])
+	}
+	e.materialize("a", "ducklake://main/mine", "SELECT 2 AS x UNION ALL SELECT 3", "replace")
+	read := func() string {
+		return e.run("a/b", attachMain+"SELECT (SELECT count(*) FROM dl.orders) || '/' || (SELECT count(*) FROM dl.mine)").rowsText()
+	}
+	if got := read(); got != "2000/1" {
+		t.Fatalf("a/b reads orders/mine %s, want its parent's view of prod and a's table at its pin", got)
+	}
+	e.requestOK(`SELECT dataenv.repin_fork('a/b')`)
+	if got := read(); got != "2000/2" {
+		t.Fatalf("after repin_fork, a/b reads orders/mine %s, want prod at a's pin and a's current table", got)
+	}
+}
