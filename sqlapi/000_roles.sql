@@ -35,7 +35,7 @@ AS $$
         WHEN 'install'   THEN 1685021540  -- serializes install/uninstall
         WHEN 'workspace' THEN 1685021550  -- one per workspace id, held by create_fork/drop_fork
         WHEN 'schema_template' THEN 1685021551  -- one per datatable entry, held while its schema template is used or rebuilt
-        WHEN 'lake_pins' THEN 1685021552  -- one per lake namespace, held while a pin is taken or the lake maintained
+        WHEN 'lake_pins' THEN 1685021553  -- one per lake namespace, held while a pin is taken or the lake maintained
     END
 $$;
 COMMENT ON FUNCTION dataenv.lock_class(text) IS
