@@ -208,3 +208,22 @@ func TestPinnedSubForkSeesWhatItsParentSees(t *testing.T) {
 		t.Fatalf("after repin_fork, a/b reads orders/mine %s, want prod at a's pin and a's current table", got)
 	}
 }
+
+// A pinned snapshot expired outside dataenv.maintain_lake (a DuckLake call of the parent's own)
+// fails the fork's jobs with what to do, and repin_fork is the way back.
+func TestPinExpiredOutsideMaintainLake(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
+	e.requestOK(`SELECT dataenv.create_fork('prod', 'dev', pin_lakes => true)`)
+	e.materialize("prod", "ducklake://main/orders", attachMain+"SELECT range AS id, 1 AS amount FROM range(3)", "replace")
+	pin := queryString(t, e.conn, `SELECT snapshot_id::text FROM dataenv.fork_lake_pins WHERE fork = 'dev'`)
+	e.run("prod", attachMain+"CALL ducklake_expire_snapshots('dl', versions => ["+pin+"])")
+	row := e.runRow("dev", attachMain+"SELECT count(*) FROM dl.orders")
+	if row.Status != "failed" || !strings.Contains(deref(row.Error), "no longer exists") || !strings.Contains(deref(row.Error), "dataenv.repin_fork('dev')") {
+		t.Fatalf("a job at an expired pin: %s %s", row.Status, deref(row.Error))
+	}
+	e.requestOK(`SELECT dataenv.repin_fork('dev')`)
+	if got := e.count("dev", "orders"); got != "3" {
+		t.Fatalf("after repin_fork dev reads %s rows", got)
+	}
+}
