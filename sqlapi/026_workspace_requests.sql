@@ -14,7 +14,7 @@ DECLARE
     parent text := args->>'parent';
     fork text := args->>'fork';
 BEGIN
-    PERFORM dataenv.check_request_keys('create_fork', args, ARRAY['parent', 'fork'], ARRAY['datatables', 'shared_lakes', 'expires_in']);
+    PERFORM dataenv.check_request_keys('create_fork', args, ARRAY['parent', 'fork'], ARRAY['datatables', 'shared_lakes', 'expires_in', 'pin_lakes']);
     PERFORM dataenv.check_workspace_id('create_fork', parent);
     PERFORM dataenv.check_workspace_id('create_fork', fork);
     IF NOT dataenv.can_use_workspace(parent) OR NOT (dataenv.workspace_facts(parent)).found THEN
@@ -38,6 +38,9 @@ BEGIN
                 RAISE EXCEPTION 'create_fork: workspace % has no datatable %', to_json(parent)::text, to_json(k)::text USING ERRCODE = '22023';
             END IF;
         END LOOP;
+    END IF;
+    IF args ? 'pin_lakes' AND jsonb_typeof(args->'pin_lakes') <> 'boolean' THEN
+        RAISE EXCEPTION 'create_fork: pin_lakes must be true or false' USING ERRCODE = '22023';
     END IF;
     IF args ? 'shared_lakes' THEN
         IF jsonb_typeof(args->'shared_lakes') <> 'array'
@@ -115,11 +118,14 @@ INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, descr
 ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
                                  workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;
 
--- expires_in was added after release: the old signature goes first (positional and named calls
--- of the old parameters keep working with the new one).
+-- expires_in and pin_lakes were added after release: the old signatures go first (positional
+-- and named calls of the old parameters keep working with the new one).
 DROP FUNCTION IF EXISTS dataenv.create_fork(text, text, jsonb, text[]);
+DROP FUNCTION IF EXISTS dataenv.create_fork(text, text, jsonb, text[], interval);
+DROP FUNCTION IF EXISTS dataenv.create_fork(text, text, jsonb, text[], boolean);
 CREATE OR REPLACE FUNCTION dataenv.create_fork(parent text, fork text, datatables jsonb DEFAULT '{}',
-                                              shared_lakes text[] DEFAULT '{}', expires_in interval DEFAULT NULL) RETURNS uuid
+                                              shared_lakes text[] DEFAULT '{}', expires_in interval DEFAULT NULL,
+                                              pin_lakes boolean DEFAULT false) RETURNS uuid
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -128,11 +134,12 @@ AS $$
                                               'datatables', coalesce(datatables, '{}'::jsonb),
                                               'shared_lakes', to_jsonb(coalesce(shared_lakes, '{}'::text[])))
                            || CASE WHEN expires_in IS NULL THEN '{}'::jsonb
-                                   ELSE jsonb_build_object('expires_in', expires_in::text) END)
+                                   ELSE jsonb_build_object('expires_in', expires_in::text) END
+                           || jsonb_build_object('pin_lakes', coalesce(pin_lakes, false)))
     RETURNING id
 $$;
-COMMENT ON FUNCTION dataenv.create_fork(text, text, jsonb, text[], interval) IS
-    'Requests a fork of workspace parent named fork. datatables maps a datatable name to keep_original (default: the fork uses the parent''s database), schema_only (a new database with the parent''s schema, no rows) or full_copy (schema and rows). Lakes are isolated unless listed in shared_lakes. expires_in: the fork expires that long after it is created (the sidecar drops it then); NULL takes the default of the parent''s expiry policy (dataenv.set_workspace_policy), if any; at most the policy''s maximum. Returns the request id.';
+COMMENT ON FUNCTION dataenv.create_fork(text, text, jsonb, text[], interval, boolean) IS
+    'Requests a fork of workspace parent named fork. datatables maps a datatable name to keep_original (default: the fork uses the parent''s database), schema_only (a new database with the parent''s schema, no rows) or full_copy (schema and rows). Lakes are isolated unless listed in shared_lakes. expires_in: the fork expires that long after it is created (the sidecar drops it then); NULL takes the default of the parent''s expiry policy (dataenv.set_workspace_policy), if any; at most the policy''s maximum. With pin_lakes, the fork''s deferred lake reads see each ancestor as of the snapshot current when the fork was made (dataenv.repin_fork moves the pin). Returns the request id.';
 
 CREATE OR REPLACE FUNCTION dataenv.drop_fork(fork text, cascade boolean DEFAULT false) RETURNS uuid
 LANGUAGE sql VOLATILE

@@ -69,10 +69,41 @@ AS $$
 $$;
 COMMENT ON FUNCTION dataenv.fork_materialization_rows() IS 'Internal: the rows of dataenv.fork_materialization.';
 
+-- The snapshot of from_workspace's namespace that workspace's deferred reads of lake see: the pin
+-- of the nearest fork of workspace's chain (itself first) that has one (migrations/064_fork_pins),
+-- NULL when they read it live.
+CREATE OR REPLACE FUNCTION dataenv.fork_lake_pin(workspace text, lake text, from_workspace text) RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.snapshot_id
+      FROM (SELECT 0 AS depth, $1 AS id UNION ALL SELECT a.depth, a.ancestor FROM dataenv.workspace_ancestors($1) a) c
+      JOIN dataenv.fork_lake_pins p ON p.fork = c.id AND p.lake = $2 AND p.ancestor = $3
+     ORDER BY c.depth
+     LIMIT 1
+$$;
+COMMENT ON FUNCTION dataenv.fork_lake_pin(text, text, text) IS
+    'Internal: the DuckLake snapshot of from_workspace''s namespace that workspace''s deferred reads of lake are pinned to (its own pin, else the nearest ancestor fork''s), NULL when live.';
+
+-- The rows of the view for the calling role (the view's functions run with the caller's EXECUTE
+-- rights, so the internal ones are reached through this definer, which filters by the caller).
+CREATE OR REPLACE FUNCTION dataenv.fork_materialization_visible()
+RETURNS TABLE (workspace text, lake text, table_name text, state text, from_workspace text, snapshot_id bigint, pinned_snapshot bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT r.workspace, r.lake, r.table_name, r.state, r.from_workspace, r.snapshot_id,
+           CASE WHEN r.state = 'deferred' THEN dataenv.fork_lake_pin(r.workspace, r.lake, r.from_workspace) END
+      FROM dataenv.fork_materialization_rows() r
+     WHERE dataenv.workspace_access(r.workspace, dataenv.acting_role()) IS NOT NULL
+$$;
+COMMENT ON FUNCTION dataenv.fork_materialization_visible() IS
+    'The rows of dataenv.fork_materialization for the workspaces the calling role (dataenv.acting_role) may use, with the pinned snapshot of deferred tables.';
+
 CREATE OR REPLACE VIEW dataenv.fork_materialization WITH (security_barrier) AS
-SELECT * FROM dataenv.fork_materialization_rows() r WHERE dataenv.can_use_workspace(r.workspace);
+SELECT * FROM dataenv.fork_materialization_visible() r WHERE dataenv.can_use_workspace(r.workspace);
 COMMENT ON VIEW dataenv.fork_materialization IS
-    'Per fork the caller may use, isolated lake and table: deferred (read from from_workspace, the nearest ancestor that materialized it), fork-materialized (the fork wrote its own), or absent (known in the chain, but no ancestor''s latest run succeeded).';
+    'Per fork the caller may use, isolated lake and table: deferred (read from from_workspace, the nearest ancestor that materialized it), fork-materialized (the fork wrote its own), or absent (known in the chain, but no ancestor''s latest run succeeded). pinned_snapshot: the ancestor''s DuckLake snapshot a pinned fork reads a deferred table at (NULL: live).';
 
 -- What the jobs area still holds for a dropped workspace's id (dataenv.workspace_leftovers): a
 -- new workspace of the same id must not inherit records of tables it never wrote.
@@ -113,9 +144,11 @@ SELECT DISTINCT m.workspace, NULL::name, false
  WHERE NOT EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = m.workspace)
 ON CONFLICT (id) DO NOTHING;
 
-REVOKE ALL ON FUNCTION dataenv.fork_materialization_rows(), dataenv.workspace_ancestors(text),
+REVOKE ALL ON FUNCTION dataenv.fork_materialization_rows(), dataenv.workspace_ancestors(text), dataenv.fork_lake_pin(text, text, text),
     dataenv.workspace_leftovers__jobs(text) FROM PUBLIC;
 REVOKE ALL ON dataenv.materialization_all FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dataenv.run(text, text, interval, bigint), dataenv.materialize(text, text, text, text, boolean, interval)
   TO dataenv_user, dataenv_admin;
 GRANT SELECT ON dataenv.materialization_list, dataenv.fork_materialization TO dataenv_user, dataenv_admin;
+REVOKE ALL ON FUNCTION dataenv.fork_materialization_visible() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION dataenv.fork_materialization_visible() TO dataenv_user, dataenv_admin;

@@ -57,6 +57,7 @@ func (e *env) state(v victim) string {
 		`SELECT workspace, lake, metadata_schema FROM dataenv.fork_lake_namespaces`,
 		`SELECT cluster, database, grantee FROM dataenv.database_grants`,
 		`SELECT id, owner FROM dataenv.workspace_tombstones`,
+		`SELECT fork, lake, ancestor, snapshot_id FROM dataenv.fork_lake_pins`,
 	} {
 		parts = append(parts, queryString(e.t, e.sql, `SELECT coalesce(string_agg(x::text, ';' ORDER BY x::text), '') FROM (`+q+`) x`))
 	}
@@ -114,6 +115,14 @@ var kindCases = map[string]kindCase{
 	// A comparison shows the fork's copies and the parent's current schema and lake records.
 	"compare_fork": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"fork": %q}`, v.fork)
+	}},
+	// A repin moves what every member of the fork reads.
+	"repin_fork": {"workspace_member", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"fork": %q}`, v.fork)
+	}},
+	// Maintenance expires the snapshots every reader of the lake could time travel to.
+	"maintain_lake": {"workspace_owner", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"workspace": %q, "lake": "main"}`, v.ws)
 	}},
 	"run": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "sql": "ATTACH 'datatable://d' AS d; SELECT * FROM d.public.secrets_of_the_owner"}`, v.ws)

@@ -105,7 +105,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	}
 	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
 		Cleaners: []workspace.ForkCleaner{lakeHooks, admin}, BlocksCreate: lake.BlocksCreate,
-		Tools: pgtool.NewFinder(cfg.PGToolsDirs), Preparer: conns})
+		Tools: pgtool.NewFinder(cfg.PGToolsDirs), Preparer: conns, Pinner: jobs})
 	if err != nil {
 		return nil, nil, err
 	}

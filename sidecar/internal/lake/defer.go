@@ -18,6 +18,9 @@ type ancestorNode struct {
 	Alias      string
 	NS         Namespace
 	Workspaces []string
+	// Pin is the snapshot a pinned fork reads the namespace at (pins.go); AtPin its tables then.
+	Pin   *int64
+	AtPin map[string]bool
 }
 
 // materialization is the latest recorded state of a lake table in one workspace.
@@ -203,6 +206,9 @@ func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias str
 	if err != nil {
 		return nil, err
 	}
+	if err := res.applyPins(ctx, ns.Lake.Name, nodes); err != nil {
+		return nil, err
+	}
 	pre := make([]string, 0, len(nodes))
 	for _, n := range nodes {
 		cc, err := res.cats.Conn(ctx, n.NS.Lake.CatalogCluster, n.NS.Lake.CatalogDatabase)
@@ -213,6 +219,9 @@ func (res *resolution) deferPrelude(ctx context.Context, ns Namespace, alias str
 			return nil, err
 		}
 		opts := append(n.NS.readOnlyOptions(), Option{"META_SECRET", Literal(cc.Secret)})
+		if n.Pin != nil {
+			opts = append(opts, Option{"SNAPSHOT_VERSION", fmt.Sprint(*n.Pin)})
+		}
 		pre = append(pre, Render(true, "ducklake:postgres:"+cc.Path, n.Alias, opts))
 		res.plan.Tools = append(res.plan.Tools, ToolAttach{Lake: ns.Lake.Name, Alias: n.Alias, Workspace: n.Workspaces[0], ReadOnly: true,
 			SQL: Render(true, "ducklake:postgres:"+cc.ToolPath, n.Alias, opts), CertNote: cc.CertNote,
@@ -266,8 +275,8 @@ func defersTo(table string, live map[string]string, views []deferView) string {
 }
 
 // deferList lists the views of the deferred tables: for every table materialized up the chain
-// (latest status materialized) and not owned by the fork, one reading the nearest owner, plus
-// <table>_current for SCD2 tables.
+// (latest status materialized; in a pinned node, recorded and present at the pinned snapshot) and
+// not owned by the fork, one reading the nearest owner, plus <table>_current for SCD2 tables.
 func deferList(nodes []*ancestorNode, mats map[string]map[string]materialization, fork string) []deferView {
 	own := map[string]bool{}
 	for t, m := range mats[fork] {
@@ -280,7 +289,7 @@ func deferList(nodes []*ancestorNode, mats map[string]map[string]materialization
 	for _, n := range nodes {
 		for _, w := range n.Workspaces {
 			for t, m := range mats[w] {
-				if seen[t] || own[t] || m.Status != "materialized" {
+				if seen[t] || own[t] || (n.AtPin == nil && m.Status != "materialized") || (n.AtPin != nil && !n.AtPin[t]) {
 					continue
 				}
 				seen[t] = true

@@ -10,7 +10,7 @@
 //	                        ATTACH ... AS dl (<extra_args − reserved>, opts − reserved,
 //	                                          DATA_PATH <storage>/__dataenv_forks/<segment>/<data_path>/,
 //	                                          METADATA_SCHEMA/META_SCHEMA dataenv_fork_<ws>_<lake>_<hash8>, META_SECRET s)
-//	                        ATTACH IF NOT EXISTS ... AS __dataenv_dl_<lake>_<ancestor>_<hash8> (..., READ_ONLY)   per ancestor namespace
+//	                        ATTACH IF NOT EXISTS ... AS __dataenv_dl_<lake>_<ancestor>_<hash8> (..., READ_ONLY [, SNAPSHOT_VERSION <pin>])   per ancestor namespace
 //	                        BEGIN; CREATE [OR REPLACE] VIEW dl.<t> AS SELECT * FROM <nearest owner alias>.<t>; ...; COMMIT
 //	ATTACH 'datatable://crm' AS crm (opts) → ATTACH '<path>' AS crm (TYPE postgres, opts, SECRET s)
 //
@@ -25,6 +25,13 @@
 // dataenv's own DDL (marked schemas, grants). Reserved options
 // (METADATA_SCHEMA, META_SCHEMA, DATA_PATH, OVERRIDE_DATA_PATH) are stripped in a fork because
 // DuckDB keeps the last duplicate of an option.
+//
+// # Pins (dataenv.fork_lake_pins, pins.go)
+//
+// A pinned fork attaches an ancestor namespace at the pinned snapshot (its own pin, else the
+// nearest pin of its chain), and its defer views cover only the tables the namespace had then.
+// Resolver.PinFork takes pins (create_fork pin_lakes, repin_fork); Resolver.Maintain decides what
+// maintain_lake expires. Both hold the namespace's lake_pins lock.
 //
 // # Registry rows (dataenv.fork_lake_namespaces)
 //

@@ -32,6 +32,10 @@ const ClassLifecycle = "lifecycle"
 // template is copied from, built or dropped (always taken before a lifecycle lock).
 const ClassSchemaTemplate = "schema_template"
 
+// ClassLakePins is the purpose name of the per-lake-namespace lock held while a fork's pin of the
+// namespace is taken and while dataenv.maintain_lake decides and expires its snapshots.
+const ClassLakePins = "lake_pins"
+
 const (
 	tryLockSQL = `SELECT pg_catalog.pg_try_advisory_lock(dataenv.lock_class($1), pg_catalog.hashtext($2))`
 	lockSQL    = `SELECT pg_catalog.pg_advisory_lock(dataenv.lock_class($1), pg_catalog.hashtext($2))`

@@ -32,6 +32,7 @@ type createArgs struct {
 	// ExpiresIn is an interval (PostgreSQL's text form); nil takes the parent's policy
 	// (dataenv.fork_expires_at, sqlapi/061_fork_expiry.sql).
 	ExpiresIn *string `json:"expires_in"`
+	PinLakes  bool    `json:"pin_lakes"`
 }
 
 // parseCreateArgs maps the args onto createArgs. Their rules (ids, modes, lake names) are
@@ -73,6 +74,9 @@ type ForkResult struct {
 	SharedLakes []string   `json:"shared_lakes"`
 	// Prepared is what Config.Preparer did (roles, grants, lake namespaces).
 	Prepared any `json:"prepared,omitempty"`
+	// Pins are the pins of a fork made with pin_lakes (Config.Pinner).
+	Pins any `json:"pins,omitempty"`
+	pin  bool
 }
 
 func (s *Service) handleCreateFork(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
@@ -103,6 +107,7 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 			if err != nil {
 				return nil, err
 			}
+			res.pin = args.PinLakes
 			return s.prepare(ctx, rep, res)
 		}
 		return nil, request.Refusef("create_fork: workspace %q already exists", args.Fork)
@@ -133,11 +138,19 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 		return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 	}
 	request.Report(ctx, rep, "workspace "+args.Fork, "created", fmt.Sprintf("fork of %s with %d datatable(s)", args.Parent, len(plan)))
-	return s.prepare(ctx, rep, &ForkResult{Workspace: args.Fork, Parent: args.Parent, Datatables: plan, SharedLakes: args.SharedLakes})
+	return s.prepare(ctx, rep, &ForkResult{Workspace: args.Fork, Parent: args.Parent, Datatables: plan, SharedLakes: args.SharedLakes, pin: args.PinLakes})
 }
 
-// prepare runs the Preparer on a committed fork.
+// prepare runs the Pinner (pin_lakes) and the Preparer on a committed fork.
 func (s *Service) prepare(ctx context.Context, rep request.Reporter, res *ForkResult) (*ForkResult, error) {
+	if res.pin && s.cfg.Pinner != nil {
+		pins, err := s.cfg.Pinner.PinFork(ctx, res.Workspace, rep)
+		if err != nil {
+			return nil, fmt.Errorf("fork %q was created, but pinning its lake reads failed (SELECT dataenv.repin_fork(%q) retries it): %w",
+				res.Workspace, res.Workspace, err)
+		}
+		res.Pins = pins
+	}
 	if s.cfg.Preparer == nil {
 		return res, nil
 	}

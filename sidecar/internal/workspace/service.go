@@ -46,6 +46,12 @@ type ForkPreparer interface {
 	PrepareFork(ctx context.Context, fork string, rep request.Reporter) (any, error)
 }
 
+// ForkPinner takes the first pins of a fork made with pin_lakes (see Config.Pinner); its result
+// goes into the create_fork result as "pins".
+type ForkPinner interface {
+	PinFork(ctx context.Context, fork string, rep request.Reporter) (any, error)
+}
+
 // Config configures a Service.
 type Config struct {
 	// Control is the pool of the control database (the role that owns the dataenv schema).
@@ -67,6 +73,9 @@ type Config struct {
 	// lake namespaces, so the fork is usable from its members' tools as soon as create_fork
 	// succeeds. An error fails the request (which may be retried: the fork stays).
 	Preparer ForkPreparer
+	// Pinner, when set, pins the lake reads of a fork made with pin_lakes once it is committed,
+	// before the Preparer runs (so its defer views are made at the pins).
+	Pinner ForkPinner
 	// BlocksCreate decides whether a cleaner's error on a previous incarnation's leftovers stops
 	// create_fork (default: every error does). The lake area passes lake.BlocksCreate: data files
 	// left behind alone do not block, a metadata schema that cannot be dropped does.
