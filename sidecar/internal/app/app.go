@@ -104,7 +104,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	}
 	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
 		Cleaners: []workspace.ForkCleaner{lakeHooks, admin}, BlocksCreate: lake.BlocksCreate,
-		Tools: pgtool.NewFinder(cfg.PGToolsDirs), Preparer: conns})
+		Tools: pgtool.NewFinder(cfg.PGToolsDirs), Preparer: conns, LakeReset: lakeHooks})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -67,6 +67,8 @@ type Config struct {
 	// lake namespaces, so the fork is usable from its members' tools as soon as create_fork
 	// succeeds. An error fails the request (which may be retried: the fork stays).
 	Preparer ForkPreparer
+	// LakeReset, when set, is the lake area's part of reset_fork (see ForkResetter).
+	LakeReset ForkResetter
 	// BlocksCreate decides whether a cleaner's error on a previous incarnation's leftovers stops
 	// create_fork (default: every error does). The lake area passes lake.BlocksCreate: data files
 	// left behind alone do not block, a metadata schema that cannot be dropped does.
@@ -114,6 +116,7 @@ func (s *Service) Register(reg *request.Registry) {
 	reg.Register(KindCreateFork, request.HandlerFunc(s.handleCreateFork))
 	reg.Register(KindDropFork, request.HandlerFunc(s.handleDropFork))
 	reg.Register(KindRefreshSchemaTemplate, request.HandlerFunc(s.handleRefreshTemplate))
+	reg.Register(KindResetFork, request.HandlerFunc(s.handleResetFork))
 }
 
 // Register builds a Service from cfg and registers its handlers in reg: the composition root's
