@@ -47,6 +47,9 @@ func (h *Hooks) ResetFork(ctx context.Context, fork string, rep request.Reporter
 	left, schemasLeft := 0, 0
 	for _, row := range rows {
 		nc := h.cleanupRow(ctx, row, rep)
+		if nc.SchemaDropped && h.Access != nil {
+			h.Access.ForgetSchema(row.Cluster, row.Database, row.Schema)
+		}
 		report.Namespaces = append(report.Namespaces, nc)
 		if !nc.Done {
 			left++
