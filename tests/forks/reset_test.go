@@ -2,6 +2,8 @@ package forks_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +64,17 @@ func (r resetSetup) connect(t *testing.T, db string) *pgx.Conn {
 	return conn
 }
 
+// stagingNames are the names a reset request builds its new copies under (c and s), as
+// sidecar/internal/workspace derives them.
+func stagingNames(id string) []string {
+	var out []string
+	for _, dt := range []string{"c", "s"} {
+		h := sha256.Sum256([]byte(id + "/" + dt))
+		out = append(out, names.ForkPrefix+"reset_"+hex.EncodeToString(h[:12]))
+	}
+	return out
+}
+
 // checkReset checks that the fork's copies are the parent's current state under the same
 // names, owned by the fork's role, registered once by request id, with nothing staged left.
 func (f *fixture) checkReset(t *testing.T, r resetSetup, id string) {
@@ -116,7 +129,8 @@ func (f *fixture) checkReset(t *testing.T, r resetSetup, id string) {
 	}
 	ext := external.Connect(t, "postgres")
 	defer ext.Close(f.ctx)
-	if n := queryInt(t, ext, `SELECT count(*) FROM pg_database WHERE datname LIKE 'dataenv\_fork\_reset\_%' OR datname = 'dataenv_tmp_' || replace($1, '-', '')`, id); n != 0 {
+	if n := queryInt(t, ext, `SELECT count(*) FROM pg_database WHERE datname = ANY($1) OR datname = 'dataenv_tmp_' || replace($2, '-', '')`,
+		stagingNames(id), id); n != 0 {
 		t.Errorf("%d staging databases left after the reset", n)
 	}
 	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.workspace_role_databases WHERE workspace = $1 AND database LIKE 'dataenv\_fork\_reset\_%'`, r.fork); n != 0 {
@@ -274,4 +288,37 @@ func TestCrashInResetFork(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResetForkRefusedLeavesTheForkAsItWas: a session the cluster's admin may not end (a
+// superuser's) on a copy refuses the reset before the old copy is dropped; the fork keeps its
+// data, the staging copy is dropped, and once the session is gone the reset succeeds.
+func TestResetForkRefusedLeavesTheForkAsItWas(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	r := f.resetSetup(t)
+	super := external.Connect(t, r.copyC)
+	mustExec(t, super, `SELECT 1`)
+	failed := f.request(r.a.conn, `SELECT dataenv.reset_fork($1)`, r.fork)
+	f.mustFail(failed, "cannot be ended")
+	if err := sqlErr(super, `SELECT 1`); err != nil {
+		t.Fatalf("the superuser's session was ended: %v", err)
+	}
+	_ = super.Close(f.ctx)
+	c := r.connect(t, r.copyC)
+	if n := queryInt(t, c, `SELECT count(*) FROM public.customers WHERE email = 'fork@x'`); n != 1 {
+		t.Errorf("the refused reset changed the fork's copy")
+	}
+	_ = c.Close(f.ctx)
+	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.fork_copies WHERE workspace = $1`, r.fork); n != 2 {
+		t.Errorf("%d registry rows after the refused reset, want the 2 copies", n)
+	}
+	ext := external.Connect(t, "postgres")
+	if n := queryInt(t, ext, `SELECT count(*) FROM pg_database WHERE datname = ANY($1)`, stagingNames(failed)); n != 0 {
+		t.Errorf("%d staging databases left by the refused reset", n)
+	}
+	waitIdle(t, ext, r.copyC)
+	id := f.request(r.a.conn, `SELECT dataenv.reset_fork($1)`, r.fork)
+	f.mustSucceed(id)
+	f.checkReset(t, r, id)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
@@ -220,8 +221,24 @@ func (s *Service) dropStaleStaging(ctx context.Context, rep request.Reporter, re
 			stale = append(stale, c)
 		}
 	}
-	if _, failed := s.dropCopies(ctx, rep, stale); len(failed) > 0 {
+	dropped, failed := s.dropCopies(ctx, rep, stale)
+	for _, c := range dropped {
+		if err := forgetRoleDatabase(ctx, s.cfg.Control, c); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
 		return request.Refusef("reset_fork: an earlier reset of %q left copies that cannot be dropped yet (%s)", fork, failureText(failed))
+	}
+	return nil
+}
+
+// forgetRoleDatabase removes a dropped staging copy from the databases recorded for the fork's
+// role (forkOwnerOf recorded it when the copy was made).
+func forgetRoleDatabase(ctx context.Context, q *pgxpool.Pool, c Copy) error {
+	if _, err := q.Exec(ctx, `DELETE FROM dataenv.workspace_role_databases WHERE cluster = $1 AND workspace = $2 AND database = $3`,
+		c.Cluster, c.Workspace, c.Database); err != nil {
+		return retryable(fmt.Errorf("forget database %q of the role of workspace %q: %w", c.Database, c.Workspace, err))
 	}
 	return nil
 }
@@ -247,7 +264,7 @@ func (s *Service) resetCopy(ctx context.Context, req *request.Request, rep reque
 	st := it.planItem
 	st.Database = staging
 	if err := s.ensureCopy(ctx, req, rep, fork, incarnation, &st); err != nil {
-		if !request.IsRetryable(err) {
+		if !request.IsTransient(err) {
 			s.dropStaging(ctx, rep, req, fork, it, staging)
 		}
 		return fmt.Errorf("reset_fork: make the new copy of datatable %q: %w", it.Datatable, err)
@@ -255,6 +272,7 @@ func (s *Service) resetCopy(ctx context.Context, req *request.Request, rep reque
 	it.Method, it.Fidelity, it.CloneUnavailable = st.Method, st.Fidelity, st.CloneUnavailable
 	crashpoint.HitOnce(CrashResetAfterStaging)
 	step := fmt.Sprintf("replace copy %s of datatable %s", it.Database, it.Datatable)
+	oldLeft := true // the old copy is still there: a final failure leaves the fork as it was
 	err = s.cfg.Clusters.WithLifecycleLock(ctx, it.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
 		old, err := readCopy(ctx, l.Control(), it.Cluster, it.Database)
 		if err != nil {
@@ -272,9 +290,12 @@ func (s *Service) resetCopy(ctx context.Context, req *request.Request, rep reque
 			if err := dropCopyLocked(ctx, l, *old, cluster.Use{Kind: UseDatatable, Name: fork + "/" + it.Datatable}); err != nil {
 				return err
 			}
+			oldLeft = false
 			if err := unregisterCopy(ctx, l.Control(), *old); err != nil {
 				return err
 			}
+		} else if old == nil {
+			oldLeft = false
 		}
 		crashpoint.HitOnce(CrashResetAfterOldDrop)
 		return l.RenameMarkedDatabase(ctx, staging, it.Database, req.ID, func(ctx context.Context, tx pgx.Tx) error {
@@ -282,6 +303,10 @@ func (s *Service) resetCopy(ctx context.Context, req *request.Request, rep reque
 		})
 	})
 	if err != nil {
+		// Without its old copy the fork keeps the staging one: the next reset replaces it.
+		if oldLeft && !request.IsTransient(err) {
+			s.dropStaging(ctx, rep, req, fork, it, staging)
+		}
 		return fmt.Errorf("reset_fork: replace the copy of datatable %q: %w", it.Datatable, err)
 	}
 	it.Status = "renewed"
@@ -298,6 +323,10 @@ func (s *Service) dropStaging(ctx context.Context, rep request.Reporter, req *re
 		return
 	}
 	if err := s.dropCopy(ctx, rep, *row); err != nil {
+		request.Report(ctx, rep, "drop staging copy "+staging, "failed", err.Error())
+		return
+	}
+	if err := forgetRoleDatabase(ctx, s.cfg.Control, *row); err != nil {
 		request.Report(ctx, rep, "drop staging copy "+staging, "failed", err.Error())
 	}
 }
