@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -84,5 +85,55 @@ func TestResetForkDefersToTheParentAgain(t *testing.T) {
 	}
 	if got := e.count("prod", "orders"); got != "2001" {
 		t.Fatalf("prod reads %s rows", got)
+	}
+}
+
+// TestResetForkKilledInTheLakePart kills the sidecar during the lake part of a reset (after the
+// fork's metadata schema is dropped, before its files are; after the namespaces are gone, before
+// the materialization records are) and just before it: after a restart the reset finishes once,
+// and the fork reads the parent's table again from a namespace made again.
+func TestResetForkKilledInTheLakePart(t *testing.T) {
+	for _, point := range []string{"fork.reset.before_lakes", "lake.cleanup.after_schema_drop", "lake.reset.before_forget"} {
+		t.Run(point, func(t *testing.T) {
+			e, url := lakeEnv(t, storageKinds[0])
+			e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
+			e.workspace("dev", "prod")
+			e.materialize("dev", "ducklake://main/orders", "SELECT range AS id, 1 AS amount FROM range(3000)", "replace")
+			parentObjects := listKeys(t, url, "lakes/main/")
+			if err := e.sidecar.Stop(time.Minute); err != nil {
+				t.Logf("stop: %v", err)
+			}
+			crashEnv := []string{"DATAENV_CRASH_AT=" + point, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+			e.startSidecar(crashEnv...)
+			var id uuid.UUID
+			if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.reset_fork('dev')`).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.sidecar.WaitExit(90 * time.Second); err != nil {
+				t.Fatalf("the sidecar did not die at the crash point: %v", err)
+			}
+			e.startSidecar(crashEnv...) // the marker keeps it from dying at the same point twice
+			if row := e.wait(id); row.Status != "succeeded" {
+				t.Fatalf("reset_fork after the restart: %s %s", row.Status, deref(row.Error))
+			}
+			if got := queryString(t, e.conn, `SELECT attempts::text FROM dataenv.requests WHERE id = $1`, id); got == "1" {
+				t.Fatal("the crash did not happen inside the handler")
+			}
+			if got := e.forkState("dev", "orders"); got != "deferred prod" {
+				t.Fatalf("fork_materialization after the reset: %s", got)
+			}
+			if got := e.count("dev", "orders"); got != "2000" {
+				t.Fatalf("dev reads %s rows after the reset, want the parent's 2000", got)
+			}
+			if got := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.fork_lake_namespaces WHERE workspace = 'dev'`); got != "1" {
+				t.Fatalf("%s registry rows of the fork's namespaces, want 1 (made again)", got)
+			}
+			if keys := listKeys(t, url, names.ForkLakeDataPrefix("dev", "lakes/main")); len(keys) != 0 {
+				t.Fatalf("fork files left: %v", keys)
+			}
+			if !reflect.DeepEqual(listKeys(t, url, "lakes/main/"), parentObjects) {
+				t.Fatal("the parent's files changed")
+			}
+		})
 	}
 }

@@ -7,8 +7,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
+
+// CrashResetBeforeForget: reset_fork dropped the fork's namespaces, its materialization records
+// are not deleted yet.
+const CrashResetBeforeForget = "lake.reset.before_forget"
 
 // ResetReport says what the lake part of reset_fork did.
 type ResetReport struct {
@@ -62,6 +67,7 @@ func (h *Hooks) ResetFork(ctx context.Context, fork string, rep request.Reporter
 	if left > 0 {
 		return report, &CleanupError{Fork: fork, Report: &CleanupReport{Namespaces: report.Namespaces}, SchemasLeft: schemasLeft}
 	}
+	crashpoint.HitOnce(CrashResetBeforeForget)
 	tag, err := h.pool.Exec(ctx, `DELETE FROM dataenv.materializations m WHERE m.workspace = $1
 		AND EXISTS (SELECT FROM dataenv.lakes l WHERE l.workspace = m.workspace AND l.name = m.lake AND l.fork_behavior = 'isolated')`, fork)
 	if err != nil {
