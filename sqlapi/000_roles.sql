@@ -35,7 +35,8 @@ AS $$
         WHEN 'install'   THEN 1685021540  -- serializes install/uninstall
         WHEN 'workspace' THEN 1685021550  -- one per workspace id, held by create_fork/drop_fork
         WHEN 'schema_template' THEN 1685021551  -- one per datatable entry, held while its schema template is used or rebuilt
+        WHEN 'fork_expiry' THEN 1685021552  -- one per installation, held while expired forks' drops are filed
     END
 $$;
 COMMENT ON FUNCTION dataenv.lock_class(text) IS
-    'Advisory lock class id (first key) that dataenv uses for a purpose: lifecycle, gate, leader, install, workspace or schema_template.';
+    'Advisory lock class id (first key) that dataenv uses for a purpose: lifecycle, gate, leader, install, workspace, schema_template or fork_expiry.';

@@ -113,34 +113,69 @@ $$;
 COMMENT ON FUNCTION dataenv.grant_database(text, text, name) IS
     'dataenv_admin: lets role (and every member of it) bind database of cluster to the workspaces it may use (dataenv.add_datatable). The control database, dataenv installations, templates, reserved names and fork copies cannot be granted.';
 
-CREATE OR REPLACE FUNCTION dataenv.revoke_database(cluster text, database text, role name) RETURNS void
+-- unbind is new in this signature: the old one goes.
+DROP FUNCTION IF EXISTS dataenv.revoke_database(text, text, name);
+CREATE OR REPLACE FUNCTION dataenv.revoke_database(cluster text, database text, role name, unbind boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     fn constant text := 'dataenv.revoke_database';
     bound text;
+    lakes text;
+    ws text[];
+    nm text[];
 BEGIN
     IF NOT dataenv.is_dataenv_admin(session_user) THEN
         RAISE EXCEPTION '%: permission denied: only dataenv administrators revoke databases', fn USING ERRCODE = '42501';
     END IF;
+    PERFORM dataenv.lock_cluster_lifecycle(cluster);
     DELETE FROM dataenv.database_grants g
      WHERE g.cluster = revoke_database.cluster AND g.database = revoke_database.database AND g.grantee = revoke_database.role;
-    IF NOT FOUND THEN
+    -- Unbinding again after a plain revoke is allowed: the grant is gone already.
+    IF NOT FOUND AND NOT unbind THEN
         RAISE EXCEPTION '%: database % of cluster % is not granted to %', fn, to_json(database)::text, to_json(cluster)::text,
             coalesce(to_json(role::text)::text, 'NULL') USING ERRCODE = 'P0002';
     END IF;
-    SELECT string_agg(d.workspace || '/' || d.name, ', ' ORDER BY d.workspace, d.name) INTO bound
-      FROM dataenv.datatables d
-     WHERE d.cluster = revoke_database.cluster AND d.database = revoke_database.database AND d.source = 'configured';
-    IF bound IS NOT NULL THEN
-        RAISE NOTICE '%: datatables still bound to database %: %', fn, to_json(database)::text, bound
-            USING HINT = 'Revoking a grant does not unbind: dataenv.remove_datatable(workspace, name) does.';
+    -- What was bound under the grant: configured datatables made by role (or a member of it) who
+    -- may no longer bind the database (another grant or being an administrator keeps a
+    -- binding), and the keep_original entries of the forks below them, which share the database.
+    WITH direct AS (
+        SELECT d.workspace, d.name FROM dataenv.datatables d
+         WHERE d.cluster = revoke_database.cluster AND d.database = revoke_database.database AND d.source = 'configured'
+           AND EXISTS (SELECT FROM pg_catalog.pg_roles c, pg_catalog.pg_roles g
+                        WHERE c.rolname = d.created_by AND g.rolname = revoke_database.role
+                          AND pg_catalog.pg_has_role(c.oid, g.oid, 'MEMBER'))
+           AND NOT dataenv.may_bind(d.cluster, d.database, d.created_by)),
+    below AS (
+        SELECT f.workspace, f.name FROM dataenv.datatables f
+          JOIN dataenv.workspace_chain_all c ON c.workspace = f.workspace AND c.depth > 0
+          JOIN direct r ON r.workspace = c.ancestor
+         WHERE f.cluster = revoke_database.cluster AND f.database = revoke_database.database AND f.source = 'keep_original'),
+    all_bound AS (SELECT * FROM direct UNION SELECT * FROM below)
+    SELECT array_agg(workspace ORDER BY workspace, name), array_agg(name ORDER BY workspace, name),
+           string_agg(workspace || '/' || name, ', ' ORDER BY workspace, name)
+      INTO ws, nm, bound FROM all_bound;
+    IF bound IS NOT NULL AND unbind THEN
+        DELETE FROM dataenv.datatables d USING ROWS FROM (pg_catalog.unnest(ws), pg_catalog.unnest(nm)) AS r(workspace, name)
+         WHERE d.workspace = r.workspace AND d.name = r.name;
+        RAISE NOTICE '%: unbound datatables of database %: %', fn, to_json(database)::text, bound;
+    ELSIF bound IS NOT NULL THEN
+        RAISE NOTICE '%: datatables bound under the grant stay bound to database %: %', fn, to_json(database)::text, bound
+            USING HINT = format('SELECT dataenv.revoke_database(%L, %L, %L, unbind => true) unbinds them (or dataenv.remove_datatable(workspace, name) one).',
+                                cluster, database, role);
+    END IF;
+    SELECT string_agg(DISTINCT l.workspace || '/' || l.name, ', ') INTO lakes FROM dataenv.lakes l
+     WHERE l.catalog_cluster = revoke_database.cluster AND l.catalog_database = revoke_database.database;
+    IF lakes IS NOT NULL THEN
+        RAISE NOTICE '%: lakes keep database % as their catalog: %', fn, to_json(database)::text, lakes
+            USING HINT = 'A lake''s catalog holds its tables: dataenv.remove_lake(workspace, name) unbinds one.';
     END IF;
 END
 $$;
-COMMENT ON FUNCTION dataenv.revoke_database(text, text, name) IS
-    'dataenv_admin: withdraws a grant of dataenv.grant_database. Datatables already bound stay (a notice lists them); dataenv.remove_datatable unbinds.';
+COMMENT ON FUNCTION dataenv.revoke_database(text, text, name, boolean) IS
+    'dataenv_admin: withdraws a grant of dataenv.grant_database. With unbind => true it also removes the datatables bound under the grant (configured entries made by role or its members who may no longer bind the database, and the keep_original entries of the forks below them), also when the grant was revoked already; otherwise they stay and a notice lists them. Lakes using the database as catalog stay (a notice lists them). Nothing on the cluster is dropped.';
+
 
 -- Grants: administrators see all; a user sees the grants it holds (directly or through a role).
 CREATE OR REPLACE VIEW dataenv.database_grant_list WITH (security_barrier) AS
@@ -156,9 +191,9 @@ REVOKE ALL ON dataenv.database_grants FROM PUBLIC;
 GRANT SELECT ON dataenv.database_grant_list TO dataenv_user, dataenv_admin;
 REVOKE ALL ON FUNCTION
     dataenv.check_bindable(text, text, text), dataenv.may_bind(text, text, name), dataenv.check_binding(text, text, text, name),
-    dataenv.grant_database(text, text, name), dataenv.revoke_database(text, text, name)
+    dataenv.grant_database(text, text, name), dataenv.revoke_database(text, text, name, boolean)
   FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION dataenv.grant_database(text, text, name), dataenv.revoke_database(text, text, name) TO dataenv_admin;
+GRANT EXECUTE ON FUNCTION dataenv.grant_database(text, text, name), dataenv.revoke_database(text, text, name, boolean) TO dataenv_admin;
 GRANT EXECUTE ON FUNCTION dataenv.check_bindable(text, text, text), dataenv.may_bind(text, text, name),
     dataenv.check_binding(text, text, text, name)
   TO dataenv_user, dataenv_admin;

@@ -55,6 +55,7 @@ BEGIN
         RAISE EXCEPTION '%: workspace % is a fork', fn, to_json(id)::text
             USING ERRCODE = '55000', HINT = format('Forks own databases: SELECT dataenv.drop_fork(%L) drops them.', id);
     END IF;
+    PERFORM dataenv.refuse_protected(fn, id, 'be dropped');
     SELECT string_agg(format('%s (%s)', d.fork, d.tables), ', ' ORDER BY d.fork), min(d.fork),
            (array_agg(split_part(d.tables, ', ', 1) ORDER BY d.fork))[1]
       INTO deps, ex_fork, ex_table
@@ -77,7 +78,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.drop_workspace(text) IS
-    'Drops a root workspace (not a fork) the caller owns (or any, for an administrator): its datatable entries, members, lake configuration and materialization records; the databases, catalogs and files are left alone. Refused while forks read its lake tables (deferred). Its forks become orphaned forks and keep working.';
+    'Drops a root workspace (not a fork) the caller owns (or any, for an administrator): its datatable entries, members, lake configuration and materialization records; the databases, catalogs and files are left alone. Refused while it is protected (dataenv.unprotect_workspace) and while forks read its lake tables (deferred). Its forks become orphaned forks and keep working.';
 
 CREATE OR REPLACE FUNCTION dataenv.grant_workspace(workspace text, member name) RETURNS void
 LANGUAGE plpgsql VOLATILE
@@ -154,6 +155,7 @@ DECLARE
 BEGIN
     PERFORM dataenv.check_workspace_id(fn, workspace);
     PERFORM dataenv.check_datatable_name(fn, name);
+    PERFORM dataenv.refuse_protected(fn, workspace, format('have its datatable %s removed', to_json(name)::text));
     IF EXISTS (SELECT FROM dataenv.fork_copies c JOIN dataenv.datatables d ON d.cluster = c.cluster AND d.database = c.database
                 WHERE d.workspace = remove_datatable.workspace AND d.name = remove_datatable.name AND c.workspace = d.workspace) THEN
         RAISE EXCEPTION '%: datatable % of workspace % is a fork copy', fn, to_json(name)::text, to_json(workspace)::text
@@ -167,4 +169,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.remove_datatable(text, text) IS
-    'Removes a datatable entry of a workspace the caller may use (the database is left alone). A fork''s own copies are removed by drop_fork only.';
+    'Removes a datatable entry of a workspace the caller may use (the database is left alone). A fork''s own copies are removed by drop_fork only; refused while the workspace is protected.';

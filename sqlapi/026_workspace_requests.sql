@@ -14,7 +14,7 @@ DECLARE
     parent text := args->>'parent';
     fork text := args->>'fork';
 BEGIN
-    PERFORM dataenv.check_request_keys('create_fork', args, ARRAY['parent', 'fork'], ARRAY['datatables', 'shared_lakes']);
+    PERFORM dataenv.check_request_keys('create_fork', args, ARRAY['parent', 'fork'], ARRAY['datatables', 'shared_lakes', 'expires_in']);
     PERFORM dataenv.check_workspace_id('create_fork', parent);
     PERFORM dataenv.check_workspace_id('create_fork', fork);
     IF NOT dataenv.can_use_workspace(parent) OR NOT (dataenv.workspace_facts(parent)).found THEN
@@ -53,6 +53,10 @@ BEGIN
             END IF;
         END LOOP;
     END IF;
+    IF args ? 'expires_in' THEN
+        -- the parent's policy (sqlapi/061_fork_expiry.sql): a positive interval within its maximum
+        PERFORM dataenv.check_fork_expires_in('create_fork', parent, args->'expires_in');
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION dataenv.validate_create_fork(jsonb) IS 'Validates the args of a create_fork request.';
@@ -65,10 +69,15 @@ DECLARE
     fork text := args->>'fork';
     f record;
 BEGIN
-    PERFORM dataenv.check_request_keys('drop_fork', args, ARRAY['fork'], ARRAY['cascade']);
+    PERFORM dataenv.check_request_keys('drop_fork', args, ARRAY['fork'], ARRAY['cascade', 'expired_at']);
     PERFORM dataenv.check_workspace_id('drop_fork', fork);
     IF args ? 'cascade' AND jsonb_typeof(args->'cascade') <> 'boolean' THEN
         RAISE EXCEPTION 'drop_fork: cascade must be a boolean' USING ERRCODE = '22023';
+    END IF;
+    -- expired_at: the expiry the sidecar's sweep found passed (sqlapi/061_fork_expiry.sql); the
+    -- drop is refused if the fork's expiry was moved since.
+    IF args ? 'expired_at' THEN
+        PERFORM dataenv.check_timestamptz_arg('drop_fork', 'expired_at', args->'expired_at');
     END IF;
     f := dataenv.workspace_facts(fork);
     IF NOT f.found THEN
@@ -93,6 +102,7 @@ BEGIN
         RAISE EXCEPTION 'drop_fork: workspace % has child forks (%)', to_json(fork)::text, array_to_string(f.children, ', ')
             USING ERRCODE = '2BP01', HINT = 'Drop them first, or ask for it explicitly: dataenv.drop_fork(fork, cascade => true).';
     END IF;
+    PERFORM dataenv.refuse_protected('drop_fork', fork, 'be dropped', coalesce((args->>'cascade')::boolean, false));
 END
 $$;
 COMMENT ON FUNCTION dataenv.validate_drop_fork(jsonb) IS 'Validates the args of a drop_fork request.';
@@ -105,19 +115,24 @@ INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, descr
 ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
                                  workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;
 
+-- expires_in was added after release: the old signature goes first (positional and named calls
+-- of the old parameters keep working with the new one).
+DROP FUNCTION IF EXISTS dataenv.create_fork(text, text, jsonb, text[]);
 CREATE OR REPLACE FUNCTION dataenv.create_fork(parent text, fork text, datatables jsonb DEFAULT '{}',
-                                              shared_lakes text[] DEFAULT '{}') RETURNS uuid
+                                              shared_lakes text[] DEFAULT '{}', expires_in interval DEFAULT NULL) RETURNS uuid
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
     INSERT INTO dataenv.requests (kind, args)
     VALUES ('create_fork', jsonb_build_object('parent', parent, 'fork', fork,
                                               'datatables', coalesce(datatables, '{}'::jsonb),
-                                              'shared_lakes', to_jsonb(coalesce(shared_lakes, '{}'::text[]))))
+                                              'shared_lakes', to_jsonb(coalesce(shared_lakes, '{}'::text[])))
+                           || CASE WHEN expires_in IS NULL THEN '{}'::jsonb
+                                   ELSE jsonb_build_object('expires_in', expires_in::text) END)
     RETURNING id
 $$;
-COMMENT ON FUNCTION dataenv.create_fork(text, text, jsonb, text[]) IS
-    'Requests a fork of workspace parent named fork. datatables maps a datatable name to keep_original (default: the fork uses the parent''s database), schema_only (a new database with the parent''s schema, no rows) or full_copy (schema and rows). Lakes are isolated unless listed in shared_lakes. Returns the request id.';
+COMMENT ON FUNCTION dataenv.create_fork(text, text, jsonb, text[], interval) IS
+    'Requests a fork of workspace parent named fork. datatables maps a datatable name to keep_original (default: the fork uses the parent''s database), schema_only (a new database with the parent''s schema, no rows) or full_copy (schema and rows). Lakes are isolated unless listed in shared_lakes. expires_in: the fork expires that long after it is created (the sidecar drops it then); NULL takes the default of the parent''s expiry policy (dataenv.set_workspace_policy), if any; at most the policy''s maximum. Returns the request id.';
 
 CREATE OR REPLACE FUNCTION dataenv.drop_fork(fork text, cascade boolean DEFAULT false) RETURNS uuid
 LANGUAGE sql VOLATILE

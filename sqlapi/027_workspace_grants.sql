@@ -22,7 +22,7 @@ REVOKE EXECUTE ON FUNCTION
     dataenv.grant_workspace(text, name), dataenv.revoke_workspace(text, name),
     dataenv.add_datatable(text, text, text, text), dataenv.remove_datatable(text, text),
     dataenv.resolve_datatable(text, text), dataenv.fork_chain(text),
-    dataenv.create_fork(text, text, jsonb, text[]), dataenv.drop_fork(text, boolean)
+    dataenv.create_fork(text, text, jsonb, text[], interval), dataenv.drop_fork(text, boolean)
   FROM PUBLIC;
 -- workspace_access, workspace_facts and workspace_has_leftovers answer only for the session's own
 -- roles (or to an administrator), so users may call them; workspace_leftovers and
@@ -35,7 +35,7 @@ GRANT EXECUTE ON FUNCTION
     dataenv.grant_workspace(text, name), dataenv.revoke_workspace(text, name),
     dataenv.add_datatable(text, text, text, text), dataenv.remove_datatable(text, text),
     dataenv.resolve_datatable(text, text), dataenv.fork_chain(text),
-    dataenv.create_fork(text, text, jsonb, text[]), dataenv.drop_fork(text, boolean),
+    dataenv.create_fork(text, text, jsonb, text[], interval), dataenv.drop_fork(text, boolean),
     dataenv.can_use_workspace(text), dataenv.is_workspace_member(text, name),
     dataenv.check_workspace_id(text, text), dataenv.check_datatable_name(text, text)
   TO dataenv_user, dataenv_admin;

@@ -12,18 +12,23 @@ AS $$
 $$;
 COMMENT ON FUNCTION dataenv.job_timeout_arg(interval) IS 'Internal: {"timeout_seconds": n} of a job''s timeout, {} for NULL.';
 
--- timeout is new in this signature: the old one goes (install re-applies this file).
+-- timeout, then max_result_bytes, are new in this signature: the old ones go (install
+-- re-applies this file).
 DROP FUNCTION IF EXISTS dataenv.run(text, text);
-CREATE OR REPLACE FUNCTION dataenv.run(workspace text, sql text, timeout interval DEFAULT NULL) RETURNS uuid
+DROP FUNCTION IF EXISTS dataenv.run(text, text, interval);
+CREATE OR REPLACE FUNCTION dataenv.run(workspace text, sql text, timeout interval DEFAULT NULL,
+                                       max_result_bytes bigint DEFAULT NULL) RETURNS uuid
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
     INSERT INTO dataenv.requests (kind, args)
-    VALUES ('run', jsonb_build_object('workspace', workspace, 'sql', sql) || dataenv.job_timeout_arg(timeout))
+    VALUES ('run', jsonb_build_object('workspace', workspace, 'sql', sql) || dataenv.job_timeout_arg(timeout)
+                   || CASE WHEN max_result_bytes IS NULL THEN '{}'::jsonb
+                           ELSE jsonb_build_object('max_result_bytes', max_result_bytes) END)
     RETURNING id
 $$;
-COMMENT ON FUNCTION dataenv.run(text, text, interval) IS
-    'Requests a DuckDB job for a workspace. In the SQL, ATTACH ''ducklake://<lake>'' AS x and ATTACH ''datatable://<name>'' AS y are resolved for the workspace (in a fork: writes go to the fork''s namespace, reads of tables it has not materialized defer to an ancestor). The result holds the last statement''s columns and rows (bounded). timeout: a wall-clock limit shorter than the workspace''s job timeout (dataenv.job_limit_list). Returns the request id.';
+COMMENT ON FUNCTION dataenv.run(text, text, interval, bigint) IS
+    'Requests a DuckDB job for a workspace. In the SQL, ATTACH ''ducklake://<lake>'' AS x and ATTACH ''datatable://<name>'' AS y are resolved for the workspace (in a fork: writes go to the fork''s namespace, reads of tables it has not materialized defer to an ancestor). The result holds the last statement''s columns and rows, cut at 256 KiB of JSON with a truncation marker; max_result_bytes raises that up to 16 MiB (16777216). timeout: a wall-clock limit shorter than the workspace''s job timeout (dataenv.job_limit_list). Returns the request id.';
 
 -- seed_from_parent is new in this signature: the old one goes (install re-applies this file).
 DROP FUNCTION IF EXISTS dataenv.materialize(text, text, text, text);

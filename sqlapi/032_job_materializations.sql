@@ -116,6 +116,6 @@ ON CONFLICT (id) DO NOTHING;
 REVOKE ALL ON FUNCTION dataenv.fork_materialization_rows(), dataenv.workspace_ancestors(text),
     dataenv.workspace_leftovers__jobs(text) FROM PUBLIC;
 REVOKE ALL ON dataenv.materialization_all FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION dataenv.run(text, text, interval), dataenv.materialize(text, text, text, text, boolean, interval)
+GRANT EXECUTE ON FUNCTION dataenv.run(text, text, interval, bigint), dataenv.materialize(text, text, text, text, boolean, interval)
   TO dataenv_user, dataenv_admin;
 GRANT SELECT ON dataenv.materialization_list, dataenv.fork_materialization TO dataenv_user, dataenv_admin;

@@ -109,6 +109,7 @@ DECLARE
     l dataenv.lakes;
 BEGIN
     PERFORM dataenv.require_admin_caller('dataenv.remove_lake');
+    PERFORM dataenv.refuse_protected('dataenv.remove_lake', workspace, format('have its lake %s removed', to_json(name)::text));
     SELECT * INTO l FROM dataenv.lakes x WHERE x.workspace = remove_lake.workspace AND x.name = remove_lake.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'dataenv.remove_lake: workspace % has no lake named %', to_json(workspace)::text, to_json(name)::text
@@ -119,4 +120,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.remove_lake(text, text) IS
-    'Removes a lake from a workspace''s configuration. Nothing is deleted from the catalog or the storage; fork namespaces stay in the registry until drop_fork cleans them.';
+    'Removes a lake from a workspace''s configuration. Nothing is deleted from the catalog or the storage; fork namespaces stay in the registry until drop_fork cleans them. Refused while the workspace is protected.';

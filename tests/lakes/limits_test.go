@@ -89,6 +89,16 @@ func TestJobLimits(t *testing.T) {
 	}
 	row := e.wait(id)
 	wantFailure(t, "a job with its own timeout", rowOutcome{row.Status, deref(row.Error)}, "timeout of 500ms", "asked for by the request")
+	// materialize takes the same timeout; a write stopped by it leaves nothing materialized.
+	if err := e.conn.QueryRow(ctx, `SELECT dataenv.materialize('prod', 'ducklake://main/slow', $1, timeout => '500 ms')`, long).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	row = e.wait(id)
+	wantFailure(t, "a materialize with its own timeout", rowOutcome{row.Status, deref(row.Error)}, "timeout of 500ms", "asked for by the request")
+	if n := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.materializations WHERE workspace = 'prod' AND table_name = 'slow' AND status = 'materialized'`); n != "0" {
+		t.Fatalf("%s materializations of the stopped write", n)
+	}
+	e.assertNoJobProcess()
 
 	// Memory: DuckDB's limit (and the runner's cgroup where the machine has one).
 	mustExec(t, e.conn, `SELECT dataenv.set_job_limits('prod', memory => '64MB', timeout => '10 minutes')`)
@@ -174,6 +184,22 @@ func TestResultCapAndRetention(t *testing.T) {
 	if !res.Truncated || res.RowCount == 0 || res.RowCount >= 100000 || len(row.Result) > 300<<10 ||
 		!strings.Contains(res.Note, "256 KiB") || !strings.Contains(res.Note, "dataenv.materialize") {
 		t.Fatalf("truncated %v, %d rows, %d bytes, note %q", res.Truncated, res.RowCount, len(row.Result), res.Note)
+	}
+	// What the note offers: dataenv.run's max_result_bytes raises the cap (here past the 2 MB of
+	// 20000 such rows).
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.run('prod', $1, max_result_bytes => 16777216)`,
+		`SELECT range AS id, repeat('x', 100) AS pad FROM range(20000)`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	row = e.wait(id)
+	res.Truncated, res.RowCount = false, 0
+	if err := json.Unmarshal(row.Result, &res); err != nil || row.Status != "succeeded" || res.Truncated || res.RowCount != 20000 {
+		t.Fatalf("run with max_result_bytes: %s %s %v: truncated %v, %d rows", row.Status, deref(row.Error), err, res.Truncated, res.RowCount)
+	}
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.run('prod', 'SELECT 1', max_result_bytes => 16777217)`).Scan(&id); err == nil ||
+		!strings.Contains(err.Error(), "16 MiB") {
+		t.Fatalf("max_result_bytes past the limit: %v", err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.requests WHERE error = 'old'`) != "0" {

@@ -39,6 +39,18 @@ func TestBindingNeedsAGrant(t *testing.T) {
 	wantErr(t, "stranger after the revoke", e.stranger.conn, "may not bind", `SELECT dataenv.add_datatable($1, 'd2', $2, $3)`, ws, e.cluster, db)
 	// An administrator binds without a grant.
 	mustExec(t, e.admin.conn, `SELECT dataenv.add_datatable($1, 'd3', $2, $3)`, ws, e.cluster, db)
+	// A plain revoke leaves what was bound under the grant; unbind removes exactly that (the
+	// stranger's binding), also after the grant is gone, and keeps the administrator's.
+	bound := `SELECT string_agg(name, ',' ORDER BY name) FROM dataenv.datatables WHERE workspace = $1`
+	if got := queryString(t, e.sql, bound, ws); got != "d,d3" {
+		t.Fatalf("datatables after a plain revoke: %s", got)
+	}
+	wantErr(t, "a second plain revoke", e.admin.conn, "is not granted", `SELECT dataenv.revoke_database($1, $2, $3)`, e.cluster, db, e.stranger.name)
+	wantDenied(t, "stranger", e.stranger.conn, `SELECT dataenv.revoke_database($1, $2, $3, unbind => true)`, e.cluster, db, e.stranger.name)
+	mustExec(t, e.admin.conn, `SELECT dataenv.revoke_database($1, $2, $3, unbind => true)`, e.cluster, db, e.stranger.name)
+	if got := queryString(t, e.sql, bound, ws); got != "d3" {
+		t.Fatalf("datatables after revoke with unbind: %s, want the administrator's d3 only", got)
+	}
 }
 
 // TestNobodyBindsTheControlDatabase: the attack that made any user superuser. A user binding

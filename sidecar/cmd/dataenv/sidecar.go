@@ -33,7 +33,7 @@ func runSidecar(ctx context.Context, args []string, _ io.Writer) error {
 // sidecarOptions are the flags every command that runs a sidecar shares (sidecar, dev).
 type sidecarOptions struct {
 	httpAddr, grace, logLevel, isolation, runnerPath, pgToolsDirs *string
-	rescueInterval, rescueAfter, retryWindow                      *string
+	rescueInterval, rescueAfter, retryWindow, forkExpiryInterval  *string
 	concurrency                                                   *int
 	jobTimeout, jobMemory, jobDisk, jobCgroup, retention          *string
 	jobThreads, jobSpares, jobConc, jobsPerUser, jobsPerWS        *int
@@ -51,6 +51,8 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 			"period of the leader's sweep that re-dispatches unfinished requests no worker holds"),
 		rescueAfter: fs.String("rescue-after", "2s",
 			"age (pending: since creation; running: since the last update) past which the sweep re-dispatches a request no worker holds"),
+		forkExpiryInterval: fs.String("fork-expiry-interval", "30s",
+			"period of the leader's sweep that files drop_fork requests for expired forks (create_fork's expires_in, dataenv.set_fork_expiry)"),
 		retryWindow: fs.String("retry-window", "30m",
 			"how long a request hitting transient faults (lost connections, restarts, lock timeouts) is retried before it fails"),
 		pgToolsDirs: fs.String("pg-tools-dirs", "", "directories (':'-separated) searched first for pg_dump, pg_restore and psql; "+
@@ -77,9 +79,9 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 }
 
 func (o sidecarOptions) config() (app.Config, error) {
-	var d [4]time.Duration
+	var d [5]time.Duration
 	for i, f := range []struct{ name, v string }{{"shutdown-grace", *o.grace}, {"rescue-interval", *o.rescueInterval},
-		{"rescue-after", *o.rescueAfter}, {"retry-window", *o.retryWindow}} {
+		{"rescue-after", *o.rescueAfter}, {"retry-window", *o.retryWindow}, {"fork-expiry-interval", *o.forkExpiryInterval}} {
 		var err error
 		if d[i], err = time.ParseDuration(f.v); err != nil || d[i] <= 0 {
 			return app.Config{}, fmt.Errorf("--%s: %q is not a positive duration (for example 2s, 30m)", f.name, f.v)
@@ -97,7 +99,7 @@ func (o sidecarOptions) config() (app.Config, error) {
 		keep = -1
 	}
 	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: d[0],
-		RescueInterval: d[1], RescueAfter: d[2], RetryWindow: d[3],
+		RescueInterval: d[1], RescueAfter: d[2], RetryWindow: d[3], ForkExpiryInterval: d[4],
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
 		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup, JobWarmSpares: max(*o.jobSpares, 0),
 		JobConcurrency: *o.jobConc, JobsPerUser: *o.jobsPerUser, JobsPerWorkspace: *o.jobsPerWS,

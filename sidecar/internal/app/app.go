@@ -46,7 +46,8 @@ func Run(ctx context.Context, cfg Config) error {
 		HTTPListener: cfg.HTTPListener,
 		Concurrency:  cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
 		RescueInterval: cfg.RescueInterval, RescueAfter: cfg.RescueAfter, RetryWindow: cfg.RetryWindow,
-		Registry: kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention,
+		ForkExpiryInterval: cfg.ForkExpiryInterval,
+		Registry:           kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention,
 		JobKinds: []string{job.KindRun, job.KindMaterialize}, JobConcurrency: cfg.JobConcurrency,
 		JobsPerUser: cfg.JobsPerUser, JobsPerWorkspace: cfg.JobsPerWorkspace})
 }

@@ -24,6 +24,9 @@ type Config struct {
 	// RescueAfter (default 2s) that no worker holds.
 	RescueInterval time.Duration
 	RescueAfter    time.Duration
+	// ForkExpiryInterval is the period of the leader's sweep that files drop_fork requests for
+	// expired forks (sidecar/internal/expiry), default 30s.
+	ForkExpiryInterval time.Duration
 	// RetryWindow is how long a request hitting transient faults is retried, default 30m.
 	RetryWindow time.Duration
 

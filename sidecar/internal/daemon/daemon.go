@@ -43,6 +43,9 @@ type Config struct {
 	// past which an unfinished request no worker holds is rescued, default 2s.
 	RescueInterval time.Duration
 	RescueAfter    time.Duration
+	// ForkExpiryInterval is the period of the leader's sweep that files the drops of expired
+	// forks (sidecar/internal/expiry), default 30s.
+	ForkExpiryInterval time.Duration
 	// RetryWindow is how long a request hitting transient faults is retried before it fails,
 	// default 30 minutes.
 	RetryWindow time.Duration

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/dataenv/dataenv/sidecar/internal/dispatch"
+	"github.com/dataenv/dataenv/sidecar/internal/expiry"
 	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/leader"
 	"github.com/dataenv/dataenv/sidecar/internal/replication"
@@ -41,6 +42,8 @@ func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease, stepDown time.D
 	resc := rescuer.New(rescuer.Config{Pool: s.pool, Dispatcher: d, Interval: s.cfg.RescueInterval,
 		RescueAfter: s.cfg.RescueAfter, Logger: s.cfg.Logger, Observer: s.cfg.Metrics})
 	go resc.Run(workCtx)
+	go expiry.New(expiry.Config{Pool: s.pool, Interval: s.cfg.ForkExpiryInterval, Logger: s.cfg.Logger,
+		Observer: s.cfg.Metrics}).Run(workCtx)
 	streamDone := make(chan struct{})
 	go func() {
 		defer close(streamDone)

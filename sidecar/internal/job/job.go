@@ -238,7 +238,7 @@ func maxResultBytes(asked, def int64) int64 {
 func truncatedNote(kept int, limit int64) string {
 	return fmt.Sprintf("result truncated: the rows past %d KiB of JSON were dropped (%d rows kept). "+
 		"Write every row to a lake table with dataenv.materialize(workspace, 'ducklake://<lake>/<table>', query), "+
-		"add a LIMIT or aggregate, or ask for up to %d MiB with max_result_bytes", limit>>10, kept, MaxResultBytesLimit>>20)
+		"add a LIMIT or aggregate, or ask for up to %d MiB with dataenv.run(..., max_result_bytes => n)", limit>>10, kept, MaxResultBytesLimit>>20)
 }
 
 // observe records a finished runner job in the metrics.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
 	"github.com/dataenv/dataenv/sidecar/internal/lock"
@@ -45,10 +46,16 @@ func (h *Handlers) PrepareTools(ctx context.Context, workspace string, rep reque
 	script := fmt.Sprintf("-- dataenv: workspace %s has no lakes.\n", workspace)
 	settings := lake.ToolSettings{Extensions: []string{}, Secrets: []lake.ToolSecret{}, Attaches: []lake.ToolAttach{}}
 	if len(out.Lakes) > 0 {
-		// The workspace's job limits apply: preparing is a job on the workspace's runner.
+		// The workspace's memory, thread and disk limits apply: preparing is a job on the
+		// workspace's runner. Its timeout is never shorter than the installation's: a short
+		// timeout set for users' jobs must not fail dataenv's own preparation (a create_fork).
 		lim, err := h.limits(ctx, workspace, 0)
 		if err != nil {
 			return nil, err
+		}
+		if lim.Timeout < h.cfg.Limits.Timeout {
+			lim.Timeout = h.cfg.Limits.Timeout
+			lim.from[client.LimitTimeout] = "the installation's default (dataenv sidecar --job-timeout), which preparing a workspace always gets"
 		}
 		plan, err := h.cfg.Resolver.Resolve(ctx, workspace, lake.ToolJobSQL(out.Lakes), nil, rep)
 		if err != nil {

@@ -54,6 +54,7 @@ type Metrics struct {
 	rescued          *prometheus.CounterVec
 	oldestUnfinished *prometheus.GaugeVec
 	limitsHit        *prometheus.CounterVec
+	forkExpirations  prometheus.Counter
 
 	backlogMu    sync.Mutex
 	backlogKinds map[string]struct{}
@@ -78,6 +79,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.addSideEffectMetrics()
 	m.addRunnerMetrics()
 	m.addRescuerMetrics()
+	m.addExpiryMetrics()
 	if reg != nil {
 		reg.MustRegister(m.collectors()...)
 	}
@@ -91,7 +93,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.leader, m.reconnects,
 		m.sideEffects, m.lockWait, m.objectDeletes,
 		m.runnerJobs, m.runnerDuration, m.spillStops, m.runnerCrashes, m.limitsHit,
-		m.rescued, m.oldestUnfinished,
+		m.rescued, m.oldestUnfinished, m.forkExpirations,
 	}
 }
 

@@ -38,6 +38,7 @@ var families = map[string]string{
 	"dataenv_requests_rescued_total":                "counter",
 	"dataenv_oldest_unfinished_request_age_seconds": "gauge",
 	"dataenv_job_limits_hit_total":                  "counter",
+	"dataenv_fork_expirations_total":                "counter",
 }
 
 func TestEveryFamilyExportedAndLintClean(t *testing.T) {

@@ -24,4 +24,5 @@ func (m *Metrics) TouchAll() {
 	m.JobLimitHit("timeout")
 	m.RequestRescued("pending")
 	m.SetOldestUnfinished(3*time.Second, time.Second)
+	m.ForkExpired()
 }

@@ -29,6 +29,9 @@ type createArgs struct {
 	Fork        string            `json:"fork"`
 	Datatables  map[string]string `json:"datatables"`
 	SharedLakes []string          `json:"shared_lakes"`
+	// ExpiresIn is an interval (PostgreSQL's text form); nil takes the parent's policy
+	// (dataenv.fork_expires_at, sqlapi/061_fork_expiry.sql).
+	ExpiresIn *string `json:"expires_in"`
 }
 
 // parseCreateArgs maps the args onto createArgs. Their rules (ids, modes, lake names) are
@@ -281,8 +284,10 @@ func (s *Service) commitFork(ctx context.Context, req *request.Request, args cre
 		if !parentThere {
 			return request.Refusef("create_fork: workspace %q was dropped while its fork was being made", args.Parent)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO dataenv.workspaces (id, is_fork, parent, shared_lakes, created_by, created_by_request, created_at)
-			VALUES ($1, true, $2, $3, $4, $5, $6)`, args.Fork, args.Parent, args.SharedLakes, req.RequestedBy, req.ID, incarnation); err != nil {
+		// The expiry runs from the fork's creation, within the policy in force now.
+		if _, err := tx.Exec(ctx, `INSERT INTO dataenv.workspaces (id, is_fork, parent, shared_lakes, created_by, created_by_request, created_at, expires_at)
+			VALUES ($1, true, $2, $3, $4, $5, $6, dataenv.fork_expires_at($2, $7::interval))`,
+			args.Fork, args.Parent, args.SharedLakes, req.RequestedBy, req.ID, incarnation, args.ExpiresIn); err != nil {
 			return fmt.Errorf("create workspace %q: %w", args.Fork, err)
 		}
 		for i, it := range plan {

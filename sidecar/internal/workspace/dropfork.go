@@ -19,6 +19,9 @@ import (
 type dropArgs struct {
 	Fork    string `json:"fork"`
 	Cascade bool   `json:"cascade"`
+	// ExpiredAt is set on the drops the leader files for expired forks (sqlapi/061_fork_expiry.sql):
+	// the expiry that had passed. A fork whose expiry was moved since is not dropped.
+	ExpiredAt *string `json:"expired_at"`
 }
 
 // DropResult is the result of a drop_fork request.
@@ -186,6 +189,12 @@ func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dr
 		return nil, request.Refusef("drop_fork: workspace %q has child forks (%s): drop them first, or ask for the cascade explicitly (cascade => true)",
 			args.Fork, strings.Join(desc, ", "))
 	}
+	if err := checkStillExpired(ctx, pool, args); err != nil {
+		return nil, err
+	}
+	if err := refuseProtected(ctx, pool, args.Fork, append([]string{args.Fork}, desc...)); err != nil {
+		return nil, err
+	}
 	// The request's policy (workspace_owner of args.Fork) was checked before the handler ran; a
 	// cascade also drops the forks below, each of which the requester must own too.
 	for _, w := range append([]string{args.Fork}, desc...) {
@@ -240,6 +249,16 @@ func (s *Service) deleteWorkspace(ctx context.Context, id string) (bool, error) 
 				return retryable(err)
 			}
 		}
+		// Protected since the targets were checked? The row lock orders this with protect_workspace.
+		var protected bool
+		err = tx.QueryRow(ctx, `SELECT protected FROM dataenv.workspaces WHERE id = $1 FOR UPDATE`, id).Scan(&protected)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return retryable(err)
+		}
+		if protected {
+			return request.Refusef("drop_fork: workspace %q was protected while the drop ran: it was not dropped "+
+				"(its owner or a dataenv administrator unprotects it first: SELECT dataenv.unprotect_workspace('%s'))", id, id)
+		}
 		var children int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM dataenv.workspaces WHERE parent = $1`, id).Scan(&children); err != nil {
 			return retryable(err)
@@ -255,4 +274,56 @@ func (s *Service) deleteWorkspace(ctx context.Context, id string) (bool, error) 
 		return nil
 	})
 	return gone, err
+}
+
+// refuseProtected refuses the drop of fork when any of targets (the fork and, with cascade, the
+// forks below it) is protected: nothing is dropped.
+func refuseProtected(ctx context.Context, q control.Querier, fork string, targets []string) error {
+	rows, err := q.Query(ctx, `SELECT id FROM dataenv.workspaces WHERE id = ANY ($1) AND protected ORDER BY id`, targets)
+	if err != nil {
+		return retryable(fmt.Errorf("read the protection of %q: %w", fork, err))
+	}
+	hit, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return retryable(fmt.Errorf("read the protection of %q: %w", fork, err))
+	}
+	if len(hit) == 0 {
+		return nil
+	}
+	return protectedError(fork, hit)
+}
+
+// protectedError is the refusal of a drop that would remove the protected workspaces hit.
+func protectedError(fork string, hit []string) error {
+	if len(hit) == 1 && hit[0] == fork {
+		return request.Refusef("drop_fork: workspace %q is protected: it cannot be dropped; nothing was dropped "+
+			"(its owner or a dataenv administrator unprotects it first: SELECT dataenv.unprotect_workspace('%s'))", fork, fork)
+	}
+	return request.Refusef("drop_fork: protected workspaces (%s) are in the way: %q cannot be dropped; nothing was dropped "+
+		"(their owners or a dataenv administrator unprotect them first: SELECT dataenv.unprotect_workspace('%s'))",
+		strings.Join(hit, ", "), fork, hit[0])
+}
+
+// checkStillExpired refuses a drop filed for an expiry (args.ExpiredAt) when the fork no longer
+// expires by now: set_fork_expiry moved or cleared its expiry after the drop was filed.
+func checkStillExpired(ctx context.Context, q control.Querier, args dropArgs) error {
+	if args.ExpiredAt == nil {
+		return nil
+	}
+	var expired bool
+	var now *string
+	err := q.QueryRow(ctx, `SELECT coalesce(expires_at <= now(), false), expires_at::text FROM dataenv.workspaces WHERE id = $1`,
+		args.Fork).Scan(&expired, &now)
+	if err != nil {
+		return retryable(fmt.Errorf("read the expiry of %q: %w", args.Fork, err))
+	}
+	if expired {
+		return nil
+	}
+	if now == nil {
+		return request.Refusef("drop_fork: fork %q was filed for dropping when it expired at %s, but its expiry has been cleared since: not dropped",
+			args.Fork, *args.ExpiredAt)
+	}
+	return request.Refusef("drop_fork: fork %q was filed for dropping when it expired at %s, but it now expires at %s: not dropped",
+		args.Fork, *args.ExpiredAt, *now)
 }
