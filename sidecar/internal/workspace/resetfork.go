@@ -288,7 +288,7 @@ func (s *Service) resetCopy(ctx context.Context, req *request.Request, rep reque
 				request.Reportf(ctx, rep, step, "sessions ended", "%d session(s) on %s terminated", n, it.Database)
 			}
 			if err := dropCopyLocked(ctx, l, *old, cluster.Use{Kind: UseDatatable, Name: fork + "/" + it.Datatable}); err != nil {
-				return err
+				return onlyWorkersLeft(ctx, l, it.Database, err)
 			}
 			oldLeft = false
 			if err := unregisterCopy(ctx, l.Control(), *old); err != nil {
@@ -298,6 +298,11 @@ func (s *Service) resetCopy(ctx context.Context, req *request.Request, rep reque
 			oldLeft = false
 		}
 		crashpoint.HitOnce(CrashResetAfterOldDrop)
+		// Nobody should be on the staging copy (its name is dataenv's), but a session there would
+		// refuse the rename.
+		if _, err := terminateSessions(ctx, l, staging); err != nil {
+			return err
+		}
 		return l.RenameMarkedDatabase(ctx, staging, it.Database, req.ID, func(ctx context.Context, tx pgx.Tx) error {
 			return adoptStaging(ctx, tx, it.Cluster, fork, staging, it.Database, req.ID)
 		})
@@ -363,8 +368,9 @@ func resetStagingName(req uuid.UUID, datatable string) string {
 	return names.ForkPrefix + "reset_" + hex.EncodeToString(h[:12])
 }
 
-// terminateSessions ends every session connected to database (pg_terminate_backend) and says
-// how many it ended. A session the cluster's admin may not end (a superuser's) refuses the reset.
+// terminateSessions ends every session of a role connected to database (pg_terminate_backend)
+// and says how many it ended; server processes without a role (autovacuum workers) are left to
+// DROP DATABASE. A session the cluster's admin may not end (a superuser's) refuses the reset.
 func terminateSessions(ctx context.Context, l *cluster.Locked, database string) (int, error) {
 	conn, err := l.Connect(ctx, "")
 	if err != nil {
@@ -373,7 +379,8 @@ func terminateSessions(ctx context.Context, l *cluster.Locked, database string) 
 	defer conn.Close(context.WithoutCancel(ctx))
 	var n int
 	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(pid))::int
-		FROM pg_catalog.pg_stat_activity WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid()`, database).Scan(&n)
+		FROM pg_catalog.pg_stat_activity
+		WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid() AND usesysid IS NOT NULL`, database).Scan(&n)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
@@ -386,6 +393,30 @@ func terminateSessions(ctx context.Context, l *cluster.Locked, database string) 
 
 // copied reports whether a datatable entry of mode is a copy of the fork's own.
 func copied(mode string) bool { return mode == ModeSchemaOnly || mode == ModeFullCopy }
+
+// onlyWorkersLeft makes transient the refusal of a drop that found processes it may not
+// terminate when none of them is a session of a role: a server process without one (an
+// autovacuum worker, which DROP DATABASE ... WITH (FORCE) refuses to end for a non-superuser)
+// ends by itself, and the next attempt drops the copy. Any other error is returned as it is.
+func onlyWorkersLeft(ctx context.Context, l *cluster.Locked, database string, dropErr error) error {
+	if !request.IsRefused(dropErr) || !strings.Contains(dropErr.Error(), "may not terminate") {
+		return dropErr
+	}
+	conn, err := l.Connect(ctx, "")
+	if err != nil {
+		return dropErr
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var clients, workers int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE usesysid IS NOT NULL)::int, count(*) FILTER (WHERE usesysid IS NULL)::int
+		FROM pg_catalog.pg_stat_activity WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid()`, database).Scan(&clients, &workers); err != nil {
+		return dropErr
+	}
+	if clients == 0 {
+		return retryable(fmt.Errorf("drop the old copy %q: server processes without a role (autovacuum; %d now) were on it: %v", database, workers, dropErr))
+	}
+	return dropErr
+}
 
 // workspaceCreatedAt is the workspace's created_at: its incarnation, which its roles are made for.
 func workspaceCreatedAt(ctx context.Context, q control.Querier, id string) (time.Time, error) {
