@@ -115,6 +115,12 @@ func TestProtectedForkRefusesDrop(t *testing.T) {
 	mustExec(t, e.owner.conn, `SELECT dataenv.unprotect_workspace($1)`, child)
 	mustExec(t, e.owner.conn, `SELECT dataenv.drop_fork($1)`, child) // a leaf; the cascade test is done
 	testenv.Eventually(t, 2*time.Minute, "the child's drop", func() bool { return !e.exists(child) })
+	mustExec(t, e.owner.conn, `SELECT dataenv.protect_workspace($1)`, fork)
+	// reset_fork: refused at the call, and by the sidecar for a reset filed before the protection.
+	mustRefuse(t, e.owner.conn, append([]string{"reset_fork", "cannot be reset"}, protectedSays...), `SELECT dataenv.reset_fork($1)`, fork)
+	mustExec(t, e.owner.conn, `SELECT dataenv.unprotect_workspace($1)`, fork)
+	e.mustFail(queued(`SELECT dataenv.reset_fork($1)`, fork), "is protected", "cannot be reset", "nothing was changed", "unprotect_workspace")
+	mustExec(t, e.owner.conn, `SELECT dataenv.unprotect_workspace($1)`, fork)
 	e.mustFail(queued(`SELECT dataenv.drop_fork($1)`, fork), "is protected", "nothing was dropped", "unprotect_workspace")
 	if !e.exists(fork) {
 		t.Fatal("a queued drop of a protected fork dropped it")

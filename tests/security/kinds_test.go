@@ -124,6 +124,10 @@ var kindCases = map[string]kindCase{
 	"maintain_lake": {"workspace_owner", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "lake": "main"}`, v.ws)
 	}},
+	// A reset replaces the fork's copies (ending their sessions) and drops its lake tables.
+	"reset_fork": {"workspace_owner", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"fork": %q}`, v.fork)
+	}},
 	"run": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "sql": "ATTACH 'datatable://d' AS d; SELECT * FROM d.public.secrets_of_the_owner"}`, v.ws)
 	}},

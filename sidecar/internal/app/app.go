@@ -88,10 +88,10 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 		return nil, nil, err
 	}
 	lakeRegistry := lake.NewRegistry(pool, admin, 0)
-	resolver := &lake.Resolver{Control: pool, Clusters: boundClusters{admin}, Registry: lakeRegistry, Access: lake.NewAccess(pool, admin),
-		Logger: log}
+	lakeAccess := lake.NewAccess(pool, admin)
+	resolver := &lake.Resolver{Control: pool, Clusters: boundClusters{admin}, Registry: lakeRegistry, Access: lakeAccess, Logger: log}
 	lakeHooks := lake.NewHooks(pool, admin, lakeRegistry, log)
-	lakeHooks.Metrics = m
+	lakeHooks.Metrics, lakeHooks.Access = m, lakeAccess
 	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m, Limits: cfg.JobLimits,
 		Isolation: cfg.JobIsolation, Runner: client.Config{RunnerPath: cfg.RunnerPath, Logger: log, CgroupParent: jobCgroup(cfg.JobCgroup, log),
 			WarmSpares: cfg.JobWarmSpares}})
@@ -105,7 +105,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	}
 	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
 		Cleaners: []workspace.ForkCleaner{lakeHooks, admin}, BlocksCreate: lake.BlocksCreate,
-		Tools: pgtool.NewFinder(cfg.PGToolsDirs), Preparer: conns, Pinner: jobs})
+		Tools: pgtool.NewFinder(cfg.PGToolsDirs), Preparer: conns, Pinner: jobs, LakeReset: lakeHooks})
 	if err != nil {
 		return nil, nil, err
 	}

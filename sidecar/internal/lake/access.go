@@ -312,6 +312,19 @@ func (a *Access) remember(key string) {
 	a.seen[key] = time.Now()
 }
 
+// ForgetSchema drops the remembered accesses to a metadata schema of a catalog database (the
+// schema was dropped, and the one made again under its name has none of its grants).
+func (a *Access) ForgetSchema(catalogCluster, catalogDatabase, schema string) {
+	prefix := strings.Join([]string{catalogCluster, catalogDatabase, schema, ""}, "\x00")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range a.seen {
+		if strings.HasPrefix(k, prefix) {
+			delete(a.seen, k)
+		}
+	}
+}
+
 // Forget drops every remembered access (after a cleanup, or in tests).
 func (a *Access) Forget() {
 	a.mu.Lock()

@@ -32,6 +32,9 @@ import (
 type Hooks struct {
 	// Metrics may be nil: side effects (drop_schema, delete_prefix) and deleted objects.
 	Metrics *metrics.Metrics
+	// Access, when set, is the access convergence whose remembered grants ResetFork forgets for
+	// the schemas it drops (the jobs' resolver's).
+	Access *Access
 
 	pool     *pgxpool.Pool
 	clusters Clusters

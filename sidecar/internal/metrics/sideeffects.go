@@ -19,11 +19,13 @@ const (
 	OpDropLakeSchema      = "drop_lake_schema"
 	OpDeleteForkPrefix    = "delete_fork_prefix"
 	OpSchemaTemplate      = "refresh_schema_template"
+	OpResetFork           = "reset_fork"
 )
 
 // sideEffectOps are every operation, exported at zero from the start.
 var sideEffectOps = []string{OpSetupCluster, OpCreateDatabase, OpDropDatabase, OpCreateDatatableRole,
-	OpDropDatatableRole, OpCreateFork, OpDropFork, OpDropForkCopy, OpDropLakeSchema, OpDeleteForkPrefix, OpSchemaTemplate}
+	OpDropDatatableRole, OpCreateFork, OpDropFork, OpDropForkCopy, OpDropLakeSchema, OpDeleteForkPrefix, OpSchemaTemplate,
+	OpResetFork}
 
 // lockWaitBuckets: 1 ms to ~4 min (a lifecycle lock can be held by a long template copy).
 var lockWaitBuckets = prometheus.ExponentialBuckets(0.001, 4, 10)

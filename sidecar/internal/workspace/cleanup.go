@@ -40,7 +40,8 @@ func (s *Service) dropCopy(ctx context.Context, rep request.Reporter, c Copy) er
 // dropCopyLocked drops the copy's database if it exists. A database this request created but
 // did not record yet (a crash between CREATE DATABASE and the record) is first adopted through
 // the cluster package, which recognizes it by its marker or its staging name.
-func dropCopyLocked(ctx context.Context, l *cluster.Locked, c Copy) error {
+// Uses in also (reset_fork: the fork's own datatable entry) do not keep it from being dropped.
+func dropCopyLocked(ctx context.Context, l *cluster.Locked, c Copy, also ...cluster.Use) error {
 	if !strings.HasPrefix(c.Database, names.ForkPrefix) {
 		return request.Refusef("registry row names database %q on cluster %q, which is not a fork database (%s*); it is left alone",
 			c.Database, c.Cluster, names.ForkPrefix)
@@ -70,7 +71,7 @@ func dropCopyLocked(ctx context.Context, l *cluster.Locked, c Copy) error {
 			c.Database, c.Cluster, rec, c.Request)
 	}
 	_, err = l.DropMarkedDatabase(ctx, c.Database, cluster.DropOptions{
-		Exempt:            []cluster.Use{{Kind: UseForkCopy, Name: c.Workspace}},
+		Exempt:            append([]cluster.Use{{Kind: UseForkCopy, Name: c.Workspace}}, also...),
 		TerminateSessions: true,
 	})
 	return err

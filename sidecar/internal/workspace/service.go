@@ -76,6 +76,8 @@ type Config struct {
 	// Pinner, when set, pins the lake reads of a fork made with pin_lakes once it is committed,
 	// before the Preparer runs (so its defer views are made at the pins).
 	Pinner ForkPinner
+	// LakeReset, when set, is the lake area's part of reset_fork (see ForkResetter).
+	LakeReset ForkResetter
 	// BlocksCreate decides whether a cleaner's error on a previous incarnation's leftovers stops
 	// create_fork (default: every error does). The lake area passes lake.BlocksCreate: data files
 	// left behind alone do not block, a metadata schema that cannot be dropped does.
@@ -123,6 +125,7 @@ func (s *Service) Register(reg *request.Registry) {
 	reg.Register(KindCreateFork, request.HandlerFunc(s.handleCreateFork))
 	reg.Register(KindDropFork, request.HandlerFunc(s.handleDropFork))
 	reg.Register(KindRefreshSchemaTemplate, request.HandlerFunc(s.handleRefreshTemplate))
+	reg.Register(KindResetFork, request.HandlerFunc(s.handleResetFork))
 }
 
 // Register builds a Service from cfg and registers its handlers in reg: the composition root's
