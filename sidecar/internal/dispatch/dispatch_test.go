@@ -52,9 +52,9 @@ type fixture struct {
 
 // test kinds: test_ok succeeds; test_block waits for release (or its context); test_fail_once
 // fails with a transient fault at its first attempt, test_fail_always at every one; test_ping is
-// stateless.
+// stateless, and test_ping_flaky too, failing transiently at its first run.
 // test_job waits until releaseJob lets that one request return.
-var testKinds = []string{"test_ok", "test_block", "test_fail_once", "test_fail_always", "test_ping", "test_job"}
+var testKinds = []string{"test_ok", "test_block", "test_fail_once", "test_fail_always", "test_ping", "test_ping_flaky", "test_job"}
 
 type stateless struct{ request.HandlerFunc }
 
@@ -87,6 +87,15 @@ func newFixture(t *testing.T, tune func(*dispatch.Config)) *fixture {
 		return nil, request.Retryable(errors.New("the cluster is restarting"))
 	}))
 	reg.Register("test_ping", stateless{request.HandlerFunc(f.ok)})
+	var flaky sync.Once
+	reg.Register("test_ping_flaky", stateless{request.HandlerFunc(func(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+		failed := false
+		flaky.Do(func() { failed = true })
+		if failed {
+			return nil, request.Retryable(errors.New("FATAL: terminating connection due to administrator command"))
+		}
+		return f.ok(ctx, req, rep)
+	})})
 	reg.Register("test_job", request.HandlerFunc(f.job))
 	f.sig = dispatch.NewSignals()
 	cfg := dispatch.Config{Pool: pool, DSN: f.dsn, Instance: uuid.New(), Registry: reg, Signals: f.sig,
@@ -420,6 +429,19 @@ func TestTransientFailureRetriesAsANewAttempt(t *testing.T) {
 	steps := testenv.QueryText(t, f.conn, `SELECT steps::text FROM dataenv.requests WHERE id = $1`, r.ID)
 	if !strings.Contains(steps, `"status": "retrying"`) {
 		t.Fatalf("no retrying step: %s", steps)
+	}
+}
+
+// TestStatelessTransientFailureRunsAgain: a stateless request (ping: never claimed) that hits a
+// transient fault (its policy check's session terminated) runs again instead of failing.
+func TestStatelessTransientFailureRunsAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	r, xact := f.insert("test_ping_flaky")
+	f.deliver(tx(r, xact))
+	f.await("retrying", f.sig.Retrying, r.ID)
+	if ev := f.await("written", f.sig.Written, r.ID); ev.Status != request.Succeeded {
+		t.Fatalf("outcome %+v", ev)
 	}
 }
 

@@ -136,7 +136,7 @@ func (d *Dispatcher) runHandler(ctx context.Context, e *entry, h request.Handler
 		d.finishAt(ctx, e, attempt, claimed, request.Cancelled, nil, errCancelledByUser, started)
 	case ctx.Err() != nil:
 		d.drop(e) // shutdown or lost leadership: the next leader resumes it
-	case err != nil && claimed && request.IsTransient(err) && d.mayRetry(e):
+	case err != nil && request.IsTransient(err) && d.mayRetry(e): // a stateless kind (ping) runs again too
 		d.retryLater(ctx, e, attempt, err)
 	case err != nil:
 		d.finishAt(ctx, e, attempt, claimed, request.Failed, nil, d.finalError(e, err), started)

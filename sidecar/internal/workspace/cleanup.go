@@ -116,6 +116,16 @@ type copyFailure struct {
 	err   error  // the drop's error, whose kind (transient or final) decides the request's fate
 }
 
+// allTransient reports whether every failure is one another attempt can cure.
+func allTransient(failed []copyFailure) bool {
+	for _, f := range failed {
+		if !request.IsTransient(f.err) {
+			return false
+		}
+	}
+	return true
+}
+
 // dropCopies drops every copy, continuing past failures, and returns the ones dropped and the
 // ones that failed.
 func (s *Service) dropCopies(ctx context.Context, rep request.Reporter, copies []Copy) (dropped []Copy, failed []copyFailure) {

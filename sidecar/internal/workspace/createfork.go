@@ -230,10 +230,18 @@ func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Re
 	if len(stale) > 0 {
 		request.Report(ctx, rep, "previous incarnation of "+fork, "started", fmt.Sprintf("%d fork copies left by an earlier fork %s: dropping them first", len(stale), fork))
 	}
+	// A cleanup that failed for a transient fault (a terminated session, a restarting server) is
+	// retried as a new attempt; one a person must act on refuses the fork.
 	if err := s.dropTemplatesOf(ctx, rep, fork); err != nil {
+		if request.IsTransient(err) {
+			return retryable(fmt.Errorf("create_fork: schema templates left by an earlier fork %q: %w", fork, err))
+		}
 		return request.Refusef("create_fork: an earlier fork %q left schema templates that cannot be dropped yet (%v); the fork is not created until they are", fork, err)
 	}
 	if _, failed := s.dropCopies(ctx, rep, stale); len(failed) > 0 {
+		if allTransient(failed) {
+			return retryable(fmt.Errorf("create_fork: copies left by an earlier fork %q: %s", fork, failureText(failed)))
+		}
 		return request.Refusef("create_fork: an earlier fork %q left copies that cannot be dropped yet (%s); the fork is not created until they are",
 			fork, failureText(failed))
 	}

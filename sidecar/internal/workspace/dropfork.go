@@ -127,9 +127,7 @@ func partialDropError(fork string, failed []copyFailure, cleanupErrs []error) er
 	msg := "drop_fork: " + fork + ": "
 	if len(failed) > 0 {
 		msg += fmt.Sprintf("%d fork copies could not be dropped (%s); ", len(failed), failureText(failed))
-		for _, f := range failed {
-			transient = transient && request.IsTransient(f.err)
-		}
+		transient = allTransient(failed)
 	}
 	if len(cleanupErrs) > 0 {
 		parts := make([]string, len(cleanupErrs))
