@@ -87,10 +87,11 @@ func New(cfg Config) (*Handlers, error) {
 	return &Handlers{cfg: cfg, log: cfg.Logger.With("component", "job")}, nil
 }
 
-// Register registers the run and materialize kinds.
+// Register registers the run, materialize and promote kinds.
 func (h *Handlers) Register(reg *request.Registry) {
 	reg.Register(KindRun, request.HandlerFunc(h.handleRun))
 	reg.Register(KindMaterialize, request.HandlerFunc(h.handleMaterialize))
+	reg.Register(KindPromote, request.HandlerFunc(h.handlePromote))
 }
 
 // Prewarm fills the pool of warm spare runners for the jobs' isolation (Config.Runner.WarmSpares;
