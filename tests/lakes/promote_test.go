@@ -1,0 +1,181 @@
+package lakes_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/dataenv/dataenv/sidecar/names"
+	"github.com/dataenv/dataenv/tests/sidecartest"
+)
+
+// promote asks dataenv.promote as the env's superuser and waits for the request.
+func (e *env) promote(fork, target string, force bool) sidecartest.Row {
+	e.t.Helper()
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.promote($1, $2, force => $3)`, fork, target, force).Scan(&id); err != nil {
+		e.t.Fatalf("dataenv.promote: %v", err)
+	}
+	return e.wait(id)
+}
+
+// parentFilesFromFork counts the live data files of the parent's catalog (schema public) whose
+// path is under a fork's data prefix.
+func (e *env) parentFilesFromFork() string {
+	e.t.Helper()
+	return queryString(e.t, pg.Connect(e.t, e.catalog), `SELECT count(*)::text FROM public.ducklake_data_file f
+		LEFT JOIN public.ducklake_table t ON t.table_id = f.table_id AND t.end_snapshot IS NULL
+		WHERE f.end_snapshot IS NULL AND (f.path LIKE '%__dataenv_forks%' OR t.path LIKE '%__dataenv_forks%')`)
+}
+
+// A fork's materialized table promoted into its parent: the parent reads the fork's rows from one
+// new snapshot whose files are under the parent's own data path (and still reads them once the
+// fork is dropped), the materialization is recorded as the parent's (replace, promoted_from), and
+// the fork defers the table to the parent again.
+func TestPromoteForkTable(t *testing.T) {
+	for _, sk := range storageKinds {
+		t.Run(sk.name, func(t *testing.T) {
+			e, url := lakeEnv(t, sk)
+			e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
+			e.workspace("dev", "prod")
+			e.materialize("dev", "ducklake://main/orders", attachMain+"SELECT id, amount, 'fork' AS origin FROM dl.orders WHERE id < 1500", "replace")
+			parentKeys, snapshots := len(listKeys(t, url, "lakes/main/")), e.catalogState("public")
+
+			row := e.promote("dev", "ducklake://main/orders", false)
+			if row.Status != "succeeded" {
+				t.Fatalf("promote: %s %s", row.Status, deref(row.Error))
+			}
+			var res map[string]any
+			_ = json.Unmarshal(row.Result, &res)
+			if res["promoted_from"] != "dev" || res["workspace"] != "prod" || res["row_count"] != float64(1500) || res["fork_records_forgotten"] != float64(1) {
+				t.Fatalf("promote result %s", row.Result)
+			}
+			if got := e.run("prod", attachMain+"SELECT count(*), min(origin), max(id) FROM dl.orders").rowsText(); got != "1500,fork,1499" {
+				t.Fatalf("prod reads %s after the promote, want the fork's 1500 rows", got)
+			}
+			if got := queryString(t, e.conn, `SELECT strategy || ' ' || source || ' ' || coalesce(promoted_from, '-') || ' ' || row_count
+				FROM dataenv.materialization_list WHERE workspace = 'prod' AND table_name = 'orders'`); got != "replace job dev 1500" {
+				t.Fatalf("prod's latest materialization: %s", got)
+			}
+			// One snapshot more in the parent's catalog, files of its own (enough rows not to be
+			// inlined in the catalog).
+			before, after := snapshotCount(t, snapshots), snapshotCount(t, e.catalogState("public"))
+			if after != before+1 {
+				t.Fatalf("parent snapshots %d -> %d, want one new snapshot", before, after)
+			}
+			if got := len(listKeys(t, url, "lakes/main/")); got <= parentKeys {
+				t.Fatalf("no new files under the parent's data path (%d -> %d)", parentKeys, got)
+			}
+			if got := e.parentFilesFromFork(); got != "0" {
+				t.Fatalf("%s of the parent's data files are the fork's", got)
+			}
+			// The fork defers the table again and reads the promoted rows through the view.
+			if got := e.forkState("dev", "orders"); got != "deferred prod" {
+				t.Fatalf("fork_materialization after the promote: %s", got)
+			}
+			if got := e.run("dev", attachMain+"SELECT count(*), min(origin) FROM dl.orders").rowsText(); got != "1500,fork" {
+				t.Fatalf("dev reads %s, want the promoted rows", got)
+			}
+			if got := e.liveViews(names.ForkLakeSchema("dev", "main")); len(got) != 1 || got[0] != "orders" {
+				t.Fatalf("fork views %v, want the defer view of orders", got)
+			}
+			// The parent's role was given the fork's namespace for the job only.
+			if got := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.lake_namespace_access
+				WHERE workspace = 'prod' AND metadata_schema = $1`, names.ForkLakeSchema("dev", "main")); got != "0" {
+				t.Fatalf("prod keeps %s access record(s) to the fork's namespace", got)
+			}
+
+			if row := e.dropFork("dev"); row.Status != "succeeded" {
+				t.Fatalf("drop_fork: %s %s", row.Status, deref(row.Error))
+			}
+			if got := e.run("prod", attachMain+"SELECT count(*), min(origin) FROM dl.orders").rowsText(); got != "1500,fork" {
+				t.Fatalf("prod reads %s after the fork was dropped", got)
+			}
+		})
+	}
+}
+
+// snapshotCount reads ducklake_snapshot=N out of catalogState.
+func snapshotCount(t *testing.T, state string) int {
+	t.Helper()
+	for _, f := range strings.Fields(state) {
+		if v, ok := strings.CutPrefix(f, "ducklake_snapshot="); ok {
+			var n int
+			if err := json.Unmarshal([]byte(v), &n); err == nil {
+				return n
+			}
+		}
+	}
+	t.Fatalf("no snapshot count in %q", state)
+	return 0
+}
+
+// A promote is refused, with nothing changed, when the parent's table changed after the fork
+// materialized its version (unless force), when the fork has not materialized the table, for a
+// root workspace, a shared lake, a protected parent, and for a member of both who does not own
+// the parent; force => true overwrites the parent's change.
+func TestPromoteRefusals(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
+	e.materialize("prod", "ducklake://main/customers", attachMain+"SELECT 1 AS id", "replace")
+	e.workspace("dev", "prod")
+	e.workspace("team", "prod", "main")
+	e.materialize("dev", "ducklake://main/orders", "SELECT 1 AS id, 1 AS amount", "replace")
+	e.materialize("prod", "ducklake://main/orders", "SELECT 9000 AS id, 9 AS amount", "append")
+	before := e.catalogState("public")
+
+	for sql, want := range map[string]string{
+		`SELECT dataenv.promote('dev', 'ducklake://main/orders')`:    "after fork \"dev\" materialized its version",
+		`SELECT dataenv.promote('dev', 'ducklake://main/customers')`: "has not materialized",
+		`SELECT dataenv.promote('prod', 'ducklake://main/orders')`:   "is not a fork",
+		`SELECT dataenv.promote('team', 'ducklake://main/orders')`:   "is shared with its parent",
+		`SELECT dataenv.promote('dev', 'ducklake://main/nope')`:      "has not materialized",
+	} {
+		if got := execErr(t, e.conn, sql); !strings.Contains(got, want) {
+			t.Errorf("%s: %s, want %q", sql, got, want)
+		}
+	}
+	// The sidecar applies the same rules to a request that reached it without the insert checks.
+	row := e.wait(e.bypass("promote", map[string]any{"fork": "dev", "parent": "prod", "target": "ducklake://main/orders"},
+		queryString(t, e.conn, `SELECT current_user::text`)))
+	if row.Status != "failed" || !strings.Contains(deref(row.Error), "materialized its version") {
+		t.Fatalf("a stale promote past the insert checks: %s %s", row.Status, deref(row.Error))
+	}
+	// A member of both workspaces who does not own the parent.
+	member := e.stranger()
+	name := queryString(t, member, `SELECT current_user::text`)
+	for _, ws := range []string{"prod", "dev"} {
+		mustExec(t, e.conn, `SELECT dataenv.grant_workspace($1, $2)`, ws, name)
+	}
+	if got := execErr(t, member, `SELECT dataenv.promote('dev', 'ducklake://main/orders', force => true)`); !strings.Contains(got, "is not the owner of workspace \"prod\"") {
+		t.Errorf("a member who does not own the parent: %s", got)
+	}
+	row = e.wait(e.bypass("promote", map[string]any{"fork": "dev", "parent": "prod", "target": "ducklake://main/orders", "force": true}, name))
+	if row.Status != "failed" || !strings.Contains(deref(row.Error), "promote: permission denied: ") {
+		t.Fatalf("the sidecar ran a member's promote: %s %s", row.Status, deref(row.Error))
+	}
+	mustExec(t, e.conn, `SELECT dataenv.protect_workspace('prod')`)
+	if got := execErr(t, e.conn, `SELECT dataenv.promote('dev', 'ducklake://main/orders', force => true)`); !strings.Contains(got, "is protected") {
+		t.Errorf("promote into a protected parent: %s", got)
+	}
+	mustExec(t, e.conn, `SELECT dataenv.unprotect_workspace('prod')`)
+	if got := e.catalogState("public"); got != before {
+		t.Fatalf("refused promotes changed the parent's catalog: %s -> %s", before, got)
+	}
+	if got := e.count("prod", "orders"); got != "2001" {
+		t.Fatalf("prod reads %s rows after the refusals", got)
+	}
+
+	if row := e.promote("dev", "ducklake://main/orders", true); row.Status != "succeeded" {
+		t.Fatalf("promote with force: %s %s", row.Status, deref(row.Error))
+	}
+	if got := e.run("prod", attachMain+"SELECT count(*), max(id) FROM dl.orders").rowsText(); got != "1,1" {
+		t.Fatalf("prod reads %s after the forced promote, want the fork's row", got)
+	}
+	if got := e.forkState("dev", "orders"); got != "deferred prod" {
+		t.Fatalf("fork_materialization after the promote: %s", got)
+	}
+}
