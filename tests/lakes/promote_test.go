@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -177,5 +178,46 @@ func TestPromoteRefusals(t *testing.T) {
 	}
 	if got := e.forkState("dev", "orders"); got != "deferred prod" {
 		t.Fatalf("fork_materialization after the promote: %s", got)
+	}
+}
+
+// A sidecar killed in a promote, once after the parent's write committed and before it was
+// recorded, once after the record and before the fork gave up its table: the restarted sidecars
+// finish the request once (one new snapshot in the parent, one record), and the fork defers.
+func TestPromoteKilledMidway(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
+	e.workspace("dev", "prod")
+	e.materialize("dev", "ducklake://main/orders", "SELECT range AS id, 0 AS amount FROM range(1500)", "replace")
+	before := snapshotCount(t, e.catalogState("public"))
+	if err := e.sidecar.Stop(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	markers := t.TempDir()
+	e.startSidecar("DATAENV_CRASH_AT=job.materialize.after_write,job.promote.after_write", "DATAENV_CRASH_MARKER_DIR="+markers)
+	var id uuid.UUID
+	if err := e.conn.QueryRow(context.Background(), `SELECT dataenv.promote('dev', 'ducklake://main/orders')`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := e.sidecar.WaitExit(120 * time.Second); err != nil {
+			t.Fatalf("the sidecar did not die at crash point %d: %v", i+1, err)
+		}
+		e.startSidecar("DATAENV_CRASH_AT=job.materialize.after_write,job.promote.after_write", "DATAENV_CRASH_MARKER_DIR="+markers)
+	}
+	if row := e.wait(id); row.Status != "succeeded" {
+		t.Fatalf("promote after the restarts: %s %s", row.Status, deref(row.Error))
+	}
+	if got := queryString(t, e.conn, `SELECT count(*)::text || ' ' || max(row_count) || ' ' || max(promoted_from) FROM dataenv.materializations WHERE request_id = $1`, id); got != "1 1500 dev" {
+		t.Fatalf("materialization rows of the promote: %s", got)
+	}
+	if after := snapshotCount(t, e.catalogState("public")); after != before+1 {
+		t.Fatalf("parent snapshots %d -> %d, want one", before, after)
+	}
+	if got := e.forkState("dev", "orders"); got != "deferred prod" {
+		t.Fatalf("fork_materialization after the promote: %s", got)
+	}
+	if got := e.count("dev", "orders"); got != "1500" {
+		t.Fatalf("dev reads %s rows", got)
 	}
 }
