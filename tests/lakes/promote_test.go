@@ -88,6 +88,11 @@ func TestPromoteForkTable(t *testing.T) {
 				WHERE workspace = 'prod' AND metadata_schema = $1`, names.ForkLakeSchema("dev", "main")); got != "0" {
 				t.Fatalf("prod keeps %s access record(s) to the fork's namespace", got)
 			}
+			role := queryString(t, e.conn, `SELECT role::text FROM dataenv.workspace_roles WHERE workspace = 'prod' AND cluster = 'instance'`)
+			if got := queryString(t, pg.Connect(t, e.catalog), `SELECT has_schema_privilege($1, $2, 'USAGE')::text`,
+				role, names.ForkLakeSchema("dev", "main")); got != "false" {
+				t.Fatalf("prod's role %s keeps USAGE on the fork's schema: %s", role, got)
+			}
 
 			if row := e.dropFork("dev"); row.Status != "succeeded" {
 				t.Fatalf("drop_fork: %s %s", row.Status, deref(row.Error))
@@ -219,5 +224,38 @@ func TestPromoteKilledMidway(t *testing.T) {
 	}
 	if got := e.count("dev", "orders"); got != "1500" {
 		t.Fatalf("dev reads %s rows", got)
+	}
+}
+
+// A fork of a fork promotes into its parent, itself a fork that reads the table from the root
+// through a defer view: the parent fork gets a table of its own (fork-materialized), the root is
+// untouched, and the child defers to the parent fork.
+func TestPromoteIntoAForkParent(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
+	e.workspace("dev", "prod")
+	e.workspace("dev/x", "dev")
+	e.materialize("dev/x", "ducklake://main/orders", "SELECT 77 AS id, 7 AS amount", "replace")
+	rootCatalog := e.catalogState("public")
+	if row := e.promote("dev/x", "ducklake://main/orders", false); row.Status != "succeeded" {
+		t.Fatalf("promote into a fork: %s %s", row.Status, deref(row.Error))
+	}
+	if got := e.run("dev", attachMain+"SELECT count(*), max(id) FROM dl.orders").rowsText(); got != "1,77" {
+		t.Fatalf("dev reads %s, want the promoted row", got)
+	}
+	if got := e.forkState("dev", "orders"); got != "fork-materialized" {
+		t.Fatalf("dev: %s", got)
+	}
+	if got := e.forkState("dev/x", "orders"); got != "deferred dev" {
+		t.Fatalf("dev/x: %s", got)
+	}
+	if got := e.count("dev/x", "orders"); got != "1" {
+		t.Fatalf("dev/x reads %s rows", got)
+	}
+	if got := e.catalogState("public"); got != rootCatalog {
+		t.Fatalf("the root's catalog changed: %s -> %s", rootCatalog, got)
+	}
+	if got := e.count("prod", "orders"); got != "2000" {
+		t.Fatalf("prod reads %s rows", got)
 	}
 }
