@@ -259,3 +259,29 @@ func TestPromoteIntoAForkParent(t *testing.T) {
 		t.Fatalf("prod reads %s rows", got)
 	}
 }
+
+// A promote whose job fails (the fork's table was dropped behind dataenv's back) fails with
+// nothing recorded for the parent: its table, and its forks' defers to it, stay as they were,
+// and its role is not left reading the fork's namespace.
+func TestFailedPromoteRecordsNothing(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	e.materialize("prod", "ducklake://main/orders", ordersQuery, "replace")
+	e.workspace("dev", "prod")
+	e.materialize("dev", "ducklake://main/orders", "SELECT 1 AS id, 1 AS amount", "replace")
+	e.run("dev", attachMain+"DROP TABLE dl.orders")
+	row := e.promote("dev", "ducklake://main/orders", false)
+	if row.Status != "failed" || !strings.Contains(deref(row.Error), "orders") {
+		t.Fatalf("promote of a table gone from the fork: %s %s", row.Status, deref(row.Error))
+	}
+	if got := queryString(t, e.conn, `SELECT count(*)::text || ' ' || max(status) FROM dataenv.materializations WHERE workspace = 'prod'`); got != "1 materialized" {
+		t.Fatalf("prod's records after the failed promote: %s", got)
+	}
+	if got := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.lake_namespace_access
+		WHERE workspace = 'prod' AND metadata_schema = $1`, names.ForkLakeSchema("dev", "main")); got != "0" {
+		t.Fatalf("prod keeps %s access record(s) to the fork's namespace", got)
+	}
+	e.workspace("qa", "prod")
+	if got := e.count("qa", "orders"); got != "2000" {
+		t.Fatalf("a fork of prod reads %s rows of orders", got)
+	}
+}

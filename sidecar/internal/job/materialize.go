@@ -147,6 +147,11 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 			// committed and records it without writing again.
 			return nil, request.Retryable(fmt.Errorf("materialize: the job failed after its write may have committed (%v); checking again", err))
 		}
+		if args.promotedFrom != "" {
+			// A failed promote left the parent's table as it was: a failed record would hide
+			// that table from the parent's forks (their defers follow the latest record).
+			return nil, err
+		}
 		out.Status = "failed"
 		if rerr := h.record(ctx, req, out, err.Error()); rerr != nil {
 			return nil, request.Retryable(rerr)

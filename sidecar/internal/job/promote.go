@@ -112,11 +112,15 @@ func (h *Handlers) promoteWrite(ctx context.Context, req *request.Request, rep r
 	if err != nil {
 		return nil, err
 	}
+	// However the resolution or the job ends, the access it gave is taken back (the caller does
+	// it again, and fails the attempt when it cannot, once the write is recorded).
+	defer func() {
+		if rerr := h.cfg.Resolver.RevokeSource(context.WithoutCancel(ctx), args.Parent, target, rep); rerr != nil {
+			h.log.Warn("promote: take back the parent's read access to the fork", "fork", args.Fork, "error", rerr)
+		}
+	}()
 	plan, err := h.cfg.Resolver.Resolve(ctx, args.Parent, "", target, rep)
 	if err != nil {
-		if rerr := h.cfg.Resolver.RevokeSource(context.WithoutCancel(ctx), args.Parent, target, rep); rerr != nil {
-			h.log.Warn("promote: take back the parent's read access to the fork", "error", rerr)
-		}
 		return nil, err
 	}
 	defer plan.Close()
