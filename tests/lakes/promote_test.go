@@ -285,3 +285,46 @@ func TestFailedPromoteRecordsNothing(t *testing.T) {
 		t.Fatalf("a fork of prod reads %s rows of orders", got)
 	}
 }
+
+// The owner of the parent who may not use the fork (another member made it) is refused: when
+// asking, and by the sidecar for a request that reached it otherwise.
+func TestPromoteNeedsTheFork(t *testing.T) {
+	e := newEnv(t)
+	storageKinds[0].setup(t, e)
+	boss, alice := e.stranger(), e.stranger()
+	bossName, aliceName := queryString(t, boss, `SELECT current_user::text`), queryString(t, alice, `SELECT current_user::text`)
+	mustExec(t, boss, `SELECT dataenv.create_workspace('corp')`)
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('corp', 'main', 'instance', $1, 'st', 'lakes/corp')`, e.catalog)
+	e.startSidecar()
+	mustExec(t, boss, `SELECT dataenv.grant_workspace('corp', $1)`, aliceName)
+	e.materialize("corp", "ducklake://main/orders", ordersQuery, "replace")
+	var id uuid.UUID
+	if err := alice.QueryRow(context.Background(), `SELECT dataenv.create_fork('corp', 'corp/a')`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if row := e.wait(id); row.Status != "succeeded" {
+		t.Fatalf("create_fork as alice: %s %s", row.Status, deref(row.Error))
+	}
+	e.materialize("corp/a", "ducklake://main/orders", "SELECT 1 AS id, 1 AS amount", "replace")
+	if got := execErr(t, boss, `SELECT dataenv.promote('corp/a', 'ducklake://main/orders')`); !strings.Contains(got, "may not use workspace") {
+		t.Errorf("the parent's owner without the fork: %s", got)
+	}
+	row := e.wait(e.bypass("promote", map[string]any{"fork": "corp/a", "parent": "corp", "target": "ducklake://main/orders"}, bossName))
+	if row.Status != "failed" || !strings.Contains(deref(row.Error), "may not use its fork") {
+		t.Fatalf("the sidecar ran a promote for the parent's owner without the fork: %s %s", row.Status, deref(row.Error))
+	}
+	if got := e.count("corp", "orders"); got != "2000" {
+		t.Fatalf("corp reads %s rows", got)
+	}
+	// Once the fork's owner grants it, the parent's owner promotes.
+	mustExec(t, alice, `SELECT dataenv.grant_workspace('corp/a', $1)`, bossName)
+	if err := boss.QueryRow(context.Background(), `SELECT dataenv.promote('corp/a', 'ducklake://main/orders')`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if row := e.wait(id); row.Status != "succeeded" {
+		t.Fatalf("promote by the parent's owner: %s %s", row.Status, deref(row.Error))
+	}
+	if got := e.count("corp", "orders"); got != "1" {
+		t.Fatalf("corp reads %s rows after the promote", got)
+	}
+}

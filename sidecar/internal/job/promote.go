@@ -57,7 +57,7 @@ func (h *Handlers) handlePromote(ctx context.Context, req *request.Request, rep 
 	}
 	out, _ := done.(*Materialized)
 	if out == nil {
-		if err := h.checkPromote(ctx, args); err != nil {
+		if err := h.checkPromote(ctx, req, args); err != nil {
 			return nil, err
 		}
 		out, err = h.promoteWrite(ctx, req, rep, args, target)
@@ -82,9 +82,9 @@ func (h *Handlers) handlePromote(ctx context.Context, req *request.Request, rep 
 }
 
 // checkPromote applies the SQL API's rules (dataenv.check_promote) as they stand now: the fork's
-// parent is still args.Parent, the lake isolated, the table materialized by the fork, the parent
+// parent is still args.Parent, the requester may use the fork, the lake isolated, the table materialized by the fork, the parent
 // unprotected, and (unless force) the parent's table unchanged since the fork materialized it.
-func (h *Handlers) checkPromote(ctx context.Context, args promoteArgs) error {
+func (h *Handlers) checkPromote(ctx context.Context, req *request.Request, args promoteArgs) error {
 	ws, err := control.ReadWorkspace(ctx, h.cfg.Control, args.Fork)
 	if errors.Is(err, control.ErrNotFound) {
 		return request.Refusef("promote: no workspace named %q", args.Fork)
@@ -94,6 +94,16 @@ func (h *Handlers) checkPromote(ctx context.Context, args promoteArgs) error {
 	}
 	if !ws.IsFork || ws.Parent != args.Parent {
 		return request.Refusef("promote: workspace %q is not a fork of %q", args.Fork, args.Parent)
+	}
+	// The policy checked that the requester owns the parent; the fork's rows are read for them,
+	// so they must be able to use the fork too.
+	ok, err := control.CanUse(ctx, h.cfg.Control, args.Fork, req.RequestedBy)
+	if err != nil {
+		return request.Retryable(err)
+	}
+	if !ok {
+		return request.Refusef("promote: %s owns %q but may not use its fork %q, whose table a promote reads; the fork's owner grants it: SELECT dataenv.grant_workspace('%s', '%s')",
+			req.RequestedBy, args.Parent, args.Fork, args.Fork, req.RequestedBy)
 	}
 	_, err = h.cfg.Control.Exec(ctx, `SELECT dataenv.check_promote($1, $2, $3, $4)`, args.Fork, args.Parent, args.Target, args.Force)
 	var pe *pgconn.PgError
