@@ -5,10 +5,10 @@
 CREATE OR REPLACE VIEW dataenv.materialization_all AS
 SELECT DISTINCT ON (workspace, lake, table_name)
        workspace, lake, table_name, status, strategy, snapshot_id, row_count, columns, metadata_schema,
-       request_id, error, created_at, source
+       request_id, error, created_at, source, promoted_from
   FROM dataenv.materializations
  ORDER BY workspace, lake, table_name, id DESC;
-COMMENT ON VIEW dataenv.materialization_all IS 'Internal: the latest materialization of each lake table per workspace.';
+COMMENT ON VIEW dataenv.materialization_all IS 'Internal: the latest materialization of each lake table per workspace (promoted_from: the fork whose version dataenv.promote copied in).';
 
 CREATE OR REPLACE VIEW dataenv.materialization_list WITH (security_barrier) AS
 SELECT * FROM dataenv.materialization_all WHERE dataenv.can_use_workspace(workspace);

@@ -142,6 +142,10 @@ var kindCases = map[string]kindCase{
 	"refresh_schema_template": {"any", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "datatable": "d"}`, v.ws)
 	}},
+	// Promote rewrites the parent's table: its owner's, whoever may use the fork.
+	"promote": {"workspace_owner", func(v victim, _ *env) string {
+		return fmt.Sprintf(`{"fork": %q, "parent": %q, "target": "ducklake://main/t", "force": true}`, v.fork, v.ws)
+	}},
 	"materialize": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "target": "ducklake://main/t", "query": "SELECT 666 AS overwritten", "strategy": "replace"}`, v.ws)
 	}},

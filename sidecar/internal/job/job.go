@@ -87,10 +87,11 @@ func New(cfg Config) (*Handlers, error) {
 	return &Handlers{cfg: cfg, log: cfg.Logger.With("component", "job")}, nil
 }
 
-// Register registers the run, materialize, repin_fork and maintain_lake kinds.
+// Register registers the run, materialize, promote, repin_fork and maintain_lake kinds.
 func (h *Handlers) Register(reg *request.Registry) {
 	reg.Register(KindRun, request.HandlerFunc(h.handleRun))
 	reg.Register(KindMaterialize, request.HandlerFunc(h.handleMaterialize))
+	reg.Register(KindPromote, request.HandlerFunc(h.handlePromote))
 	reg.Register(KindRepinFork, request.HandlerFunc(h.handleRepin))
 	reg.Register(KindMaintainLake, request.HandlerFunc(h.handleMaintain))
 }

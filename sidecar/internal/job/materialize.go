@@ -33,6 +33,8 @@ type materializeArgs struct {
 	SeedFromParent *bool `json:"seed_from_parent"`
 	// TimeoutSeconds asks for a timeout shorter than the workspace's.
 	TimeoutSeconds float64 `json:"timeout_seconds"`
+	// promotedFrom: the write is a promote's, of this fork's version of the table (recorded).
+	promotedFrom string
 }
 
 // seed reports whether an append onto a deferred table starts from the ancestor's rows.
@@ -57,9 +59,11 @@ type Materialized struct {
 	Forked         bool              `json:"forked"`
 	// SeededFrom and SeededRows: an append onto a deferred table started the fork's table from
 	// the rows of this ancestor.
-	SeededFrom string   `json:"seeded_from,omitempty"`
-	SeededRows int64    `json:"seeded_rows,omitempty"`
-	Notes      []string `json:"notes,omitempty"`
+	SeededFrom string `json:"seeded_from,omitempty"`
+	SeededRows int64  `json:"seeded_rows,omitempty"`
+	// PromotedFrom is the fork whose version of the table dataenv.promote wrote (promote only).
+	PromotedFrom string   `json:"promoted_from,omitempty"`
+	Notes        []string `json:"notes,omitempty"`
 }
 
 func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
@@ -107,7 +111,8 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.Reporter, plan *lake.Plan, lim *jobLimits, args materializeArgs, query string) (*Materialized, error) {
 	table := lake.Ident(plan.TargetAlias) + "." + lake.Ident(tableName(args.Target))
 	out := &Materialized{Workspace: args.Workspace, Target: args.Target, Strategy: args.Strategy, Status: "materialized",
-		MetadataSchema: plan.Target.SchemaName(), Forked: plan.Target.Forked, Notes: plan.Notes, Columns: []protocol.Column{}}
+		MetadataSchema: plan.Target.SchemaName(), Forked: plan.Target.Forked, Notes: plan.Notes, Columns: []protocol.Column{},
+		PromotedFrom: args.promotedFrom}
 	seed := args.Strategy == StrategyAppend && plan.TargetDefersTo != "" && args.seed()
 	if args.Strategy == StrategyAppend && plan.TargetDefersTo != "" && !seed {
 		out.Notes = append(out.Notes, fmt.Sprintf("seed_from_parent => false: the fork's table starts empty; it no longer reads the rows of %s", plan.TargetDefersTo))
@@ -141,6 +146,11 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 			// lost): the write must not be recorded as failed. The next attempt finds it
 			// committed and records it without writing again.
 			return nil, request.Retryable(fmt.Errorf("materialize: the job failed after its write may have committed (%v); checking again", err))
+		}
+		if args.promotedFrom != "" {
+			// A failed promote left the parent's table as it was: a failed record would hide
+			// that table from the parent's forks (their defers follow the latest record).
+			return nil, err
 		}
 		out.Status = "failed"
 		if rerr := h.record(ctx, req, out, err.Error()); rerr != nil {
@@ -265,15 +275,15 @@ func summarize(results []protocol.Result, out *Materialized) error {
 
 const recordSQL = `
 INSERT INTO dataenv.materializations (workspace, lake, table_name, status, strategy, snapshot_id, row_count, columns,
-                                      metadata_schema, request_id, error)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, nullif($11, ''))
+                                      metadata_schema, request_id, error, promoted_from)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, nullif($11, ''), nullif($12, ''))
 ON CONFLICT (request_id) DO NOTHING`
 
 func (h *Handlers) record(ctx context.Context, req *request.Request, m *Materialized, errText string) error {
 	p := targetRE.FindStringSubmatch(m.Target)
 	cols, _ := json.Marshal(m.Columns)
 	_, err := h.cfg.Control.Exec(ctx, recordSQL, m.Workspace, p[1], p[2], m.Status, m.Strategy, m.SnapshotID, m.RowCount,
-		cols, m.MetadataSchema, req.ID, errText)
+		cols, m.MetadataSchema, req.ID, errText, m.PromotedFrom)
 	if err != nil {
 		return fmt.Errorf("record the materialization of %s: %w", m.Target, err)
 	}
@@ -288,9 +298,9 @@ func (h *Handlers) recorded(ctx context.Context, req *request.Request) (any, err
 	var cols []byte
 	err := h.cfg.Control.QueryRow(ctx, `
 		SELECT workspace, lake, table_name, status, strategy, snapshot_id, coalesce(row_count, 0), columns,
-		       coalesce(metadata_schema, ''), coalesce(error, '')
+		       coalesce(metadata_schema, ''), coalesce(error, ''), coalesce(promoted_from, '')
 		  FROM dataenv.materializations WHERE request_id = $1`, req.ID).
-		Scan(&m.Workspace, &lakeName, &table, &m.Status, &m.Strategy, &m.SnapshotID, &m.RowCount, &cols, &m.MetadataSchema, &errText)
+		Scan(&m.Workspace, &lakeName, &table, &m.Status, &m.Strategy, &m.SnapshotID, &m.RowCount, &cols, &m.MetadataSchema, &errText, &m.PromotedFrom)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -40,6 +40,9 @@ type Resolver struct {
 // Target is the table a materialize job writes.
 type Target struct {
 	Lake, Table string
+	// ReadFrom, when set, is a fork of the job's workspace whose namespace of Lake the job also
+	// attaches READ_ONLY under SourceAlias (promote: the rows it copies into the target).
+	ReadFrom string
 }
 
 // Plan is a resolved job.
@@ -55,6 +58,8 @@ type Plan struct {
 	TargetAlias string
 	// Target is the namespace written (materialize only).
 	Target *Namespace
+	// Source is the namespace attached under SourceAlias (Target.ReadFrom, promote only).
+	Source *Namespace
 	// TargetDrops turn the target from a defer view into room for a table: run them after the
 	// query's rows are staged and before the table is written (materialize only).
 	TargetDrops []string
@@ -260,6 +265,13 @@ func (res *resolution) rewrite(ctx context.Context, sql string) error {
 			return err
 		}
 		attaches = append([]string{text}, attaches...)
+	}
+	if res.target != nil && res.target.ReadFrom != "" {
+		text, err := res.sourceAttach(ctx)
+		if err != nil {
+			return err
+		}
+		attaches = append(attaches, text)
 	}
 	res.plan.Setup = attaches
 	res.plan.SQL = NoStatement
