@@ -80,6 +80,45 @@ func TestCrashInDropFork(t *testing.T) {
 	}
 }
 
+// TestCrashInCascadeDrop kills the sidecar right after a cascade deleted the child's workspace
+// row (the child goes first), before its cleanup: the next attempt finds the child by its
+// tombstone and drops its copy too (before, it saw only the parent, and the request succeeded
+// with the child's copy, registry row and roles left behind).
+func TestCrashInCascadeDrop(t *testing.T) {
+	t.Parallel()
+	env := []string{"DATAENV_CRASH_AT=" + "fork.after_workspace_drop", "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+	f := newFixture(t, env...)
+	a := f.newUser()
+	p := f.parentDB("p", 10)
+	ws, fork := wsID("ws"), wsID("fork")
+	child := fork + "/c"
+	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
+	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
+	f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "keep_original"}')`, ws, fork))
+	f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "full_copy"}')`, fork, child))
+	id := f.request(a.conn, `SELECT dataenv.drop_fork($1, cascade => true)`, fork)
+	waitExit(t, f.sidecar)
+	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.workspaces WHERE id = $1`, child); n != 0 {
+		t.Fatal("the crash point was not after the child's row went")
+	}
+	f.sidecar = f.startSidecar(env...)
+	f.mustSucceed(id)
+	if databaseExists(t, names.ForkDatabase(child, "d")) || !databaseExists(t, p) {
+		t.Fatal("after the crash, the cascade left the child's copy (or dropped the parent's database)")
+	}
+	for what, sql := range map[string]string{
+		"registry rows":       `SELECT count(*) FROM dataenv.fork_copies WHERE workspace IN ($1, $2)`,
+		"workspace rows":      `SELECT count(*) FROM dataenv.workspaces WHERE id IN ($1, $2)`,
+		"workspace role rows": `SELECT count(*) FROM dataenv.workspace_roles WHERE workspace IN ($1, $2)`,
+		"tombstones":          `SELECT count(*) FROM dataenv.workspace_tombstones WHERE id IN ($1, $2)`,
+	} {
+		if n := queryInt(t, f.sql, sql, fork, child); n != 0 {
+			t.Errorf("%d %s left after the cascade", n, what)
+		}
+	}
+}
+
 // TestCrashInSchemaTemplateBuild kills the sidecar while it builds a schema template (its
 // database created and empty; restored, not yet ready): the rerun of the request drops the
 // interrupted database and builds the template once; the next fork copies it.

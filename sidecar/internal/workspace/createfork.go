@@ -118,12 +118,16 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cleanupPreviousIncarnation(ctx, rep, req, args.Fork); err != nil {
-		return nil, err
-	}
 	incarnation, err := requestCreatedAt(ctx, pool, req)
 	if err != nil {
 		return nil, err
+	}
+	if err := s.cleanupPreviousIncarnation(ctx, rep, req, args.Fork); err != nil {
+		if request.IsTransient(err) {
+			return nil, err // the next attempt cleans up and goes on
+		}
+		// Final: what earlier attempts of this request made (copies, the fork's roles) goes.
+		return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 	}
 	for i := range plan {
 		if plan[i].Mode == ModeKeepOriginal {

@@ -165,13 +165,21 @@ func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dr
 			OR EXISTS (SELECT FROM dataenv.workspace_roles WHERE workspace = $1)`, args.Fork).Scan(&left); err != nil {
 			return nil, retryable(err)
 		}
-		if !left {
+		// A cascade interrupted after it deleted the rows: the forks below that it dropped are
+		// found by their tombstones, and their cleanups finished too.
+		var below []string
+		if args.Cascade {
+			if below, err = descendants(ctx, pool, args.Fork, true); err != nil {
+				return nil, err
+			}
+		}
+		if !left && len(below) == 0 {
 			if req.Attempts > 1 {
 				return nil, nil // an earlier attempt of this request finished the drop before it was interrupted
 			}
 			return nil, request.Refusef("drop_fork: no workspace %q, and nothing of a dropped one is left", args.Fork)
 		}
-		return []string{args.Fork}, nil
+		return append(below, args.Fork), nil
 	}
 	if err != nil {
 		return nil, err
@@ -179,13 +187,20 @@ func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dr
 	if !ws.IsFork {
 		return nil, request.Refusef("drop_fork: workspace %q is not a fork (dataenv.drop_workspace drops a root workspace)", args.Fork)
 	}
-	desc, err := descendants(ctx, pool, args.Fork)
+	desc, err := descendants(ctx, pool, args.Fork, false)
 	if err != nil {
 		return nil, err
 	}
 	if len(desc) > 0 && !args.Cascade {
 		return nil, request.Refusef("drop_fork: workspace %q has child forks (%s): drop them first, or ask for the cascade explicitly (cascade => true)",
 			args.Fork, strings.Join(desc, ", "))
+	}
+	if args.Cascade {
+		// Forks below that an interrupted attempt of this cascade already deleted: their rows are
+		// gone, their tombstones (kept until their cleanup succeeded) still say whose they were.
+		if desc, err = descendants(ctx, pool, args.Fork, true); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkStillExpired(ctx, pool, args); err != nil {
 		return nil, err
@@ -210,13 +225,24 @@ func (s *Service) dropTargets(ctx context.Context, req *request.Request, args dr
 	return append(desc, args.Fork), nil
 }
 
-// descendants lists the forks below id, deepest first.
-func descendants(ctx context.Context, q control.Querier, id string) ([]string, error) {
-	rows, err := q.Query(ctx, `WITH RECURSIVE d AS (
-			SELECT w.id, 1 AS depth FROM dataenv.workspaces w WHERE w.parent = $1
-			UNION ALL
-			SELECT w.id, d.depth + 1 FROM dataenv.workspaces w JOIN d ON w.parent = d.id WHERE d.depth < 100)
-		SELECT id FROM d ORDER BY depth DESC, id`, id)
+// descendantsSQL lists the forks below $1, deepest first; with $2, the dropped ones whose
+// tombstone is still there (their cleanup has not succeeded yet) too.
+const descendantsSQL = `
+WITH RECURSIVE nodes AS (
+    SELECT w.id, w.parent FROM dataenv.workspaces w
+    UNION ALL
+    SELECT t.id, t.parent FROM dataenv.workspace_tombstones t
+     WHERE $2 AND NOT EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = t.id)),
+d AS (
+    SELECT n.id, 1 AS depth FROM nodes n WHERE n.parent = $1
+    UNION ALL
+    SELECT n.id, d.depth + 1 FROM nodes n JOIN d ON n.parent = d.id WHERE d.depth < 100)
+SELECT id FROM d GROUP BY id ORDER BY max(depth) DESC, id`
+
+// descendants lists the forks below id, deepest first; withDropped adds the dropped ones still
+// tombstoned.
+func descendants(ctx context.Context, q control.Querier, id string, withDropped bool) ([]string, error) {
+	rows, err := q.Query(ctx, descendantsSQL, id, withDropped)
 	if err != nil {
 		return nil, retryable(fmt.Errorf("list the forks of %q: %w", id, err))
 	}

@@ -150,7 +150,7 @@ func (s *Service) checkResettable(ctx context.Context, ws control.Workspace) err
 	if ws.Parent == "" {
 		return request.Refusef("reset_fork: fork %q has no parent any more (it was dropped): there is nothing to reset it from", ws.ID)
 	}
-	desc, err := descendants(ctx, s.cfg.Control, ws.ID)
+	desc, err := descendants(ctx, s.cfg.Control, ws.ID, false)
 	if err != nil {
 		return err
 	}
