@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 
 GO          ?= go
 BIN         := $(CURDIR)/bin
-TEST_FLAGS  ?= -count=1 -timeout 25m -p 2
+TEST_FLAGS  ?= -count=1 -timeout 45m -p 2
 PKGS        ?= ./...
 # The PostgreSQL matrix: `make test` runs the whole suite on the machine's version, then on each
 # PG_MATRIX version (from the Debian roots `make deps` prepares under .deps/pg) the packages of
