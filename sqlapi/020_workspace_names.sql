@@ -38,6 +38,22 @@ $$;
 COMMENT ON FUNCTION dataenv.check_workspace_id(text, text) IS
     'Raises unless id is an acceptable workspace id: at most 63 bytes of [a-z0-9_.-] segments separated by "/", each starting with a letter or digit.';
 
+-- The refusal of a request that only a fork can take (compare, reset, repin): one text and hint,
+-- why says what a root lacks.
+CREATE OR REPLACE FUNCTION dataenv.require_fork(fn text, fork text, why text) RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT (dataenv.workspace_facts(fork)).is_fork THEN
+        RAISE EXCEPTION '%: workspace % is not a fork: %', fn, to_json(fork)::text, why
+            USING ERRCODE = '55000', HINT = 'SELECT id, parent FROM dataenv.workspaces WHERE is_fork lists the forks you may use.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION dataenv.require_fork(text, text, text) IS
+    'Internal: raises 55000 (why says what a root workspace lacks) unless fork is a fork.';
+
 -- The rule for names users choose (datatables here, lakes, storages and lake tables in
 -- 040_lake_checks.sql): one function, so the rule and its message are the same everywhere.
 CREATE OR REPLACE FUNCTION dataenv.check_simple_name(fn text, what text, value text) RETURNS void

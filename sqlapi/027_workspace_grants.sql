@@ -37,5 +37,6 @@ GRANT EXECUTE ON FUNCTION
     dataenv.resolve_datatable(text, text), dataenv.fork_chain(text),
     dataenv.create_fork(text, text, jsonb, text[], interval, boolean), dataenv.drop_fork(text, boolean),
     dataenv.can_use_workspace(text), dataenv.is_workspace_member(text, name),
-    dataenv.check_workspace_id(text, text), dataenv.check_datatable_name(text, text)
+    dataenv.check_workspace_id(text, text), dataenv.check_datatable_name(text, text),
+    dataenv.require_fork(text, text, text)
   TO dataenv_user, dataenv_admin;

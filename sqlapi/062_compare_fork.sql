@@ -18,10 +18,7 @@ BEGIN
     PERFORM dataenv.check_request_keys('compare_fork', args, ARRAY['fork']);
     PERFORM dataenv.check_workspace_id('compare_fork', fork);
     PERFORM dataenv.require_workspace_user('compare_fork', fork);
-    IF NOT (dataenv.workspace_facts(fork)).is_fork THEN
-        RAISE EXCEPTION 'compare_fork: workspace % is not a fork: there is no parent to compare it with', to_json(fork)::text
-            USING ERRCODE = '55000', HINT = 'SELECT id, parent FROM dataenv.workspaces WHERE is_fork lists the forks you may use.';
-    END IF;
+    PERFORM dataenv.require_fork('compare_fork', fork, 'there is no parent to compare it with');
 END
 $$;
 COMMENT ON FUNCTION dataenv.validate_compare_fork(jsonb) IS 'Validates the args of a compare_fork request.';

@@ -22,11 +22,8 @@ BEGIN
         RAISE EXCEPTION 'reset_fork: % is not the owner of workspace %', current_user, to_json(fork)::text
             USING ERRCODE = '42501', HINT = 'Only the fork''s owner (who created it) or a dataenv administrator may reset it.';
     END IF;
+    PERFORM dataenv.require_fork('reset_fork', fork, 'there is no parent to reset it from');
     f := dataenv.workspace_facts(fork);
-    IF NOT f.is_fork THEN
-        RAISE EXCEPTION 'reset_fork: workspace % is not a fork: there is no parent to reset it from', to_json(fork)::text
-            USING ERRCODE = '55000', HINT = 'SELECT id, parent FROM dataenv.workspaces WHERE is_fork lists the forks you may use.';
-    END IF;
     IF cardinality(f.children) > 0 THEN
         RAISE EXCEPTION 'reset_fork: workspace % has child forks (%)', to_json(fork)::text, array_to_string(f.children, ', ')
             USING ERRCODE = '2BP01', HINT = 'Drop them first (dataenv.drop_fork), then reset the fork.';

@@ -14,10 +14,7 @@ BEGIN
     PERFORM dataenv.check_request_keys('repin_fork', args, ARRAY['fork']);
     PERFORM dataenv.check_workspace_id('repin_fork', fork);
     PERFORM dataenv.require_workspace_user('repin_fork', fork);
-    IF NOT (dataenv.workspace_facts(fork)).is_fork THEN
-        RAISE EXCEPTION 'repin_fork: workspace % is not a fork: a root reads its own lakes, there is nothing to pin', to_json(fork)::text
-            USING ERRCODE = '55000', HINT = 'SELECT id, parent FROM dataenv.workspaces WHERE is_fork lists the forks you may use.';
-    END IF;
+    PERFORM dataenv.require_fork('repin_fork', fork, 'a root reads its own lakes, there is nothing to pin');
 END
 $$;
 COMMENT ON FUNCTION dataenv.validate_repin_fork(jsonb) IS 'Validates the args of a repin_fork request.';

@@ -186,30 +186,25 @@ ON CONFLICT (fork, lake, ancestor) DO UPDATE SET snapshot_id = EXCLUDED.snapshot
 // pins already keeps them (a create_fork that runs again after an interruption). The caller
 // holds the fork's workspace lock.
 func (r *Resolver) PinFork(ctx context.Context, fork string, keep bool, rep request.Reporter) ([]Pin, error) {
-	ws, err := control.ReadWorkspace(ctx, r.Control, fork)
+	ws, err := r.workspace(ctx, fork)
 	if err != nil {
-		if errors.Is(err, control.ErrNotFound) {
-			return nil, request.Refusef("no workspace named %q", fork)
-		}
-		return nil, request.Retryable(err)
+		return nil, err
 	}
 	if keep {
 		if pins, err := r.ForkPins(ctx, fork); err != nil || len(pins) > 0 {
 			return pins, err
 		}
 	}
-	ids := []string{ws.ID}
-	for _, a := range ws.Ancestors {
-		ids = append(ids, a.ID)
-	}
-	lakes, err := control.ReadLakes(ctx, r.Control, ids, "")
+	res, err := r.newResolution(ctx, ws, nil, rep)
 	if err != nil {
-		return nil, request.Retryable(err)
+		return nil, err
 	}
-	res := &resolution{r: r, ws: ws, lakes: lakes, storages: map[string]control.Storage{}, cats: newCatalogs(r.Clusters, ws.ID),
-		plan: &Plan{}, rep: rep, s3: map[string]control.Storage{}}
-	res.plan.catalogs = res.cats
 	defer res.plan.Close()
+	lakes := res.lakes
+	ancestors := make([]string, 0, len(ws.Ancestors))
+	for _, a := range ws.Ancestors {
+		ancestors = append(ancestors, a.ID)
+	}
 	names := make([]string, 0, len(lakes[ws.ID]))
 	for name := range lakes[ws.ID] {
 		names = append(names, name)
@@ -221,7 +216,7 @@ func (r *Resolver) PinFork(ctx context.Context, fork string, keep bool, rep requ
 		if !Isolated(*ws, lakes[ws.ID][name]) || len(ws.Ancestors) == 0 {
 			continue
 		}
-		pins, err := res.pinLake(ctx, name, ids[1:])
+		pins, err := res.pinLake(ctx, name, ancestors)
 		if err != nil {
 			return nil, err
 		}

@@ -186,16 +186,21 @@ type resolution struct {
 	s3 map[string]control.Storage
 }
 
-// Resolve resolves sql for workspace. With target, the target lake is attached too (under the
-// alias the SQL gives it, else TargetAlias) and its namespace prepared for the write.
-func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *Target, rep request.Reporter) (*Plan, error) {
-	ws, err := control.ReadWorkspace(ctx, r.Control, workspace)
+// workspace reads workspace, refusing one that does not exist.
+func (r *Resolver) workspace(ctx context.Context, id string) (*control.Workspace, error) {
+	ws, err := control.ReadWorkspace(ctx, r.Control, id)
 	if err != nil {
 		if errors.Is(err, control.ErrNotFound) {
-			return nil, request.Refusef("no workspace named %q", workspace)
+			return nil, request.Refusef("no workspace named %q", id)
 		}
 		return nil, request.Retryable(err)
 	}
+	return ws, nil
+}
+
+// newResolution starts a resolution for ws: the lakes of ws and of its ancestors read, an empty
+// plan that owns the catalogs' connections (Plan.Close).
+func (r *Resolver) newResolution(ctx context.Context, ws *control.Workspace, target *Target, rep request.Reporter) (*resolution, error) {
 	ids := []string{ws.ID}
 	for _, a := range ws.Ancestors {
 		ids = append(ids, a.ID)
@@ -207,6 +212,20 @@ func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *T
 	res := &resolution{r: r, ws: ws, lakes: lakes, storages: map[string]control.Storage{}, cats: newCatalogs(r.Clusters, ws.ID),
 		plan: &Plan{}, target: target, rep: rep, s3: map[string]control.Storage{}}
 	res.plan.catalogs = res.cats
+	return res, nil
+}
+
+// Resolve resolves sql for workspace. With target, the target lake is attached too (under the
+// alias the SQL gives it, else TargetAlias) and its namespace prepared for the write.
+func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *Target, rep request.Reporter) (*Plan, error) {
+	ws, err := r.workspace(ctx, workspace)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.newResolution(ctx, ws, target, rep)
+	if err != nil {
+		return nil, err
+	}
 	if err := res.rewrite(ctx, sql); err != nil {
 		res.plan.Close()
 		return nil, err
