@@ -60,6 +60,9 @@ type Config struct {
 	// dispatch.Config.
 	JobKinds                                      []string
 	JobConcurrency, JobsPerUser, JobsPerWorkspace int
+	// SatelliteStats reports the connections to satellites open and in use, for the heartbeat
+	// (dataenv.sidecar_status); nil reports none.
+	SatelliteStats func() (open, inUse int)
 }
 
 func (c *Config) defaults() {

@@ -1,0 +1,203 @@
+package satellite
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Pool holds the sidecar's connections to satellite databases: at most max of them, open and
+// idle together, shared by every satellite. A connection is opened when an envelope needs its
+// database and closed after idleTimeout unused; when all max are open and none is free for the
+// database wanted, the oldest idle one (of another database) is closed for it, and only when none
+// is idle does a caller wait. So 100 satellites never mean 100 pools.
+type Pool struct {
+	base        *pgx.ConnConfig
+	max         int
+	idleTimeout time.Duration
+
+	mu      sync.Mutex
+	open    int
+	inUse   int
+	idle    []idleConn // oldest first
+	waiters []chan struct{}
+}
+
+type idleConn struct {
+	oid   uint32
+	conn  *pgx.Conn
+	since time.Time
+}
+
+// NewPool returns a pool dialing with base (a copy of the control's settings: same server and
+// role) with the database replaced and search_path pinned at connection start.
+func NewPool(base *pgx.ConnConfig, limit int, idleTimeout time.Duration) *Pool {
+	cfg := base.Copy()
+	cfg.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	cfg.RuntimeParams["application_name"] = "dataenv_satellite_envelopes"
+	cfg.RuntimeParams["lock_timeout"] = "5s"
+	return &Pool{base: cfg, max: max(limit, 1), idleTimeout: idleTimeout}
+}
+
+// Stats returns the connections open (in use or idle) and in use.
+func (p *Pool) Stats() (open, inUse int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.open, p.inUse
+}
+
+// Acquire returns a connection to database datname (OID oid) and the function that gives it back;
+// release(false) closes it (after an error that may have left it unusable).
+func (p *Pool) Acquire(ctx context.Context, oid uint32, datname string) (*pgx.Conn, func(healthy bool), error) {
+	for {
+		conn, evict, dial, wait := p.take(oid)
+		if conn != nil {
+			return conn, p.releaser(oid, conn), nil
+		}
+		if dial {
+			if evict != nil {
+				_ = evict.Close(context.WithoutCancel(ctx))
+			}
+			conn, err := p.dial(ctx, datname)
+			if err != nil {
+				p.forget()
+				return nil, nil, err
+			}
+			return conn, p.releaser(oid, conn), nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			p.dropWaiter(wait)
+			return nil, nil, context.Cause(ctx)
+		}
+	}
+}
+
+// take decides under the lock: an idle connection to oid; or a slot to dial into (free, or
+// freed by evicting the oldest idle connection); or a channel to wait on.
+func (p *Pool) take(oid uint32) (conn, evict *pgx.Conn, dial bool, wait chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.idle) - 1; i >= 0; i-- {
+		if p.idle[i].oid == oid {
+			conn = p.idle[i].conn
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			p.inUse++
+			return conn, nil, false, nil
+		}
+	}
+	if p.open < p.max {
+		p.open++
+		p.inUse++
+		return nil, nil, true, nil
+	}
+	if len(p.idle) > 0 {
+		evict = p.idle[0].conn
+		p.idle = p.idle[1:]
+		p.inUse++
+		return nil, evict, true, nil
+	}
+	wait = make(chan struct{})
+	p.waiters = append(p.waiters, wait)
+	return nil, nil, false, wait
+}
+
+func (p *Pool) dial(ctx context.Context, datname string) (*pgx.Conn, error) {
+	cfg := p.base.Copy()
+	cfg.Database = datname
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to satellite database %s: %w", datname, err)
+	}
+	return conn, nil
+}
+
+// forget gives back the slot of a connection that failed to open or was closed.
+func (p *Pool) forget() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open--
+	p.inUse--
+	p.wakeLocked()
+}
+
+func (p *Pool) releaser(oid uint32, conn *pgx.Conn) func(bool) {
+	var once sync.Once
+	return func(healthy bool) {
+		once.Do(func() {
+			if !healthy || conn.IsClosed() || conn.PgConn().TxStatus() != 'I' {
+				_ = conn.Close(context.Background())
+				p.forget()
+				return
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.inUse--
+			p.idle = append(p.idle, idleConn{oid: oid, conn: conn, since: time.Now()})
+			p.wakeLocked()
+		})
+	}
+}
+
+func (p *Pool) wakeLocked() {
+	if len(p.waiters) > 0 {
+		close(p.waiters[0])
+		p.waiters = p.waiters[1:]
+	}
+}
+
+func (p *Pool) dropWaiter(w chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.waiters {
+		if x == w {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			return
+		}
+	}
+	// Woken already: pass the wake-up on, or it is lost.
+	p.wakeLocked()
+}
+
+// CloseIdle closes the connections idle since before now minus the idle timeout (all of them
+// with a zero cutoff, at shutdown).
+func (p *Pool) CloseIdle(cutoff time.Time) {
+	p.mu.Lock()
+	var closing []*pgx.Conn
+	kept := p.idle[:0]
+	for _, ic := range p.idle {
+		if ic.since.Before(cutoff) || cutoff.IsZero() {
+			closing = append(closing, ic.conn)
+			p.open--
+		} else {
+			kept = append(kept, ic)
+		}
+	}
+	p.idle = kept
+	for range closing {
+		p.wakeLocked()
+	}
+	p.mu.Unlock()
+	for _, c := range closing {
+		_ = c.Close(context.Background())
+	}
+}
+
+// Run closes idle connections past the idle timeout until ctx ends, then all idle ones.
+func (p *Pool) Run(ctx context.Context) {
+	t := time.NewTicker(max(p.idleTimeout/4, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.CloseIdle(time.Time{})
+			return
+		case <-t.C:
+			p.CloseIdle(time.Now().Add(-p.idleTimeout))
+		}
+	}
+}
