@@ -100,7 +100,9 @@ func newUser(t *testing.T, grants ...string) user {
 	return user{name, pw}
 }
 
-func (u user) connect(t *testing.T, db string) *pgx.Conn { return pg.ConnectAs(t, u.Name, u.Password, db) }
+func (u user) connect(t *testing.T, db string) *pgx.Conn {
+	return pg.ConnectAs(t, u.Name, u.Password, db)
+}
 
 func ping(t testing.TB, conn *pgx.Conn) uuid.UUID {
 	t.Helper()
