@@ -101,6 +101,9 @@ func (o sidecarOptions) config() (app.Config, error) {
 	if keep == 0 {
 		keep = -1
 	}
+	if *o.satelliteConns < 1 {
+		return app.Config{}, fmt.Errorf("--satellite-connections %d: want at least 1", *o.satelliteConns)
+	}
 	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: d[0],
 		RescueInterval: d[1], RescueAfter: d[2], RetryWindow: d[3], ForkExpiryInterval: d[4],
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,

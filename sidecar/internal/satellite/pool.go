@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Pool holds the sidecar's connections to satellite databases: at most max of them, open and
@@ -15,6 +16,7 @@ import (
 // database wanted, the oldest idle one (of another database) is closed for it, and only when none
 // is idle does a caller wait. So 100 satellites never mean 100 pools.
 type Pool struct {
+	control     *pgxpool.Pool // where a closed connection's backend is watched until it is gone
 	base        *pgx.ConnConfig
 	max         int
 	idleTimeout time.Duration
@@ -34,12 +36,12 @@ type idleConn struct {
 
 // NewPool returns a pool dialing with base (a copy of the control's settings: same server and
 // role) with the database replaced and search_path pinned at connection start.
-func NewPool(base *pgx.ConnConfig, limit int, idleTimeout time.Duration) *Pool {
-	cfg := base.Copy()
+func NewPool(control *pgxpool.Pool, limit int, idleTimeout time.Duration) *Pool {
+	cfg := control.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
 	cfg.RuntimeParams["application_name"] = "dataenv_satellite_envelopes"
 	cfg.RuntimeParams["lock_timeout"] = "5s"
-	return &Pool{base: cfg, max: max(limit, 1), idleTimeout: idleTimeout}
+	return &Pool{control: control, base: cfg, max: max(limit, 1), idleTimeout: idleTimeout}
 }
 
 // Stats returns the connections open (in use or idle) and in use.
@@ -59,7 +61,7 @@ func (p *Pool) Acquire(ctx context.Context, oid uint32, datname string) (*pgx.Co
 		}
 		if dial {
 			if evict != nil {
-				_ = evict.Close(context.WithoutCancel(ctx))
+				p.closeConn(evict)
 			}
 			conn, err := p.dial(ctx, datname)
 			if err != nil {
@@ -130,7 +132,7 @@ func (p *Pool) releaser(oid uint32, conn *pgx.Conn) func(bool) {
 	return func(healthy bool) {
 		once.Do(func() {
 			if !healthy || conn.IsClosed() || conn.PgConn().TxStatus() != 'I' {
-				_ = conn.Close(context.Background())
+				p.closeConn(conn)
 				p.forget()
 				return
 			}
@@ -163,27 +165,51 @@ func (p *Pool) dropWaiter(w chan struct{}) {
 	p.wakeLocked()
 }
 
-// CloseIdle closes the connections idle since before now minus the idle timeout (all of them
-// with a zero cutoff, at shutdown).
+// CloseIdle closes the connections idle since before cutoff (all of them with a zero cutoff,
+// at shutdown).
 func (p *Pool) CloseIdle(cutoff time.Time) {
 	p.mu.Lock()
 	var closing []*pgx.Conn
 	kept := p.idle[:0]
 	for _, ic := range p.idle {
-		if ic.since.Before(cutoff) || cutoff.IsZero() {
+		if cutoff.IsZero() || ic.since.Before(cutoff) {
 			closing = append(closing, ic.conn)
-			p.open--
 		} else {
 			kept = append(kept, ic)
 		}
 	}
 	p.idle = kept
-	for range closing {
-		p.wakeLocked()
-	}
 	p.mu.Unlock()
 	for _, c := range closing {
-		_ = c.Close(context.Background())
+		p.closeConn(c) // keeps its slot (open) until its backend is gone
+		p.mu.Lock()
+		p.open--
+		p.wakeLocked()
+		p.mu.Unlock()
+	}
+}
+
+// closeConn closes conn and waits (briefly) until its server backend has exited: a backend
+// outlives its client's close for a moment, and the slot is given to a new connection only once
+// it is gone, so the server never sees more than max of them.
+func (p *Pool) closeConn(conn *pgx.Conn) {
+	pid := conn.PgConn().PID()
+	_ = conn.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	pause := time.Millisecond
+	for {
+		var alive bool
+		err := p.control.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive)
+		if err != nil || !alive {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(pause*2, 20*time.Millisecond)
 	}
 }
 

@@ -53,7 +53,7 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{cfg: cfg, pool: NewPool(cfg.Control.Config().ConnConfig, cfg.MaxConns, cfg.IdleTimeout)}
+	return &Service{cfg: cfg, pool: NewPool(cfg.Control, cfg.MaxConns, cfg.IdleTimeout)}
 }
 
 // Register adds the envelope kind to reg.
