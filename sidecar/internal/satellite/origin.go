@@ -39,9 +39,10 @@ SELECT (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.
            AND NOT EXISTS (SELECT FROM pg_catalog.aclexplode(coalesce(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a
                             WHERE a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner)) = 2`
 
-// identitySQL locks the identity row for the rest of the transaction: the installation cannot be
-// dropped and replaced between this check and what the transaction reads or writes next.
-const identitySQL = `SELECT id FROM ONLY dataenv.installation FOR SHARE`
+// identitySQL reads the installation's identity. The table's lock (ACCESS SHARE, held to the end
+// of the transaction) keeps the installation from being dropped and replaced between this check
+// and what the transaction reads or writes next; no row lock, so a read-only check writes nothing.
+const identitySQL = `SELECT id FROM ONLY dataenv.installation`
 
 const rowSQL = `
 SELECT kind, args, requested_by, status, result, error, created_at
@@ -62,6 +63,9 @@ type originRow struct {
 	Result      json.RawMessage
 	Error       *string
 	CreatedAt   time.Time
+	// Denied is the satellite's refusal of the requester (dataenv.authorize_request there),
+	// checked only for a row still to run.
+	Denied error
 }
 
 // fenced refuses an envelope whose origin is not the installation that filed it: nothing runs
@@ -119,25 +123,36 @@ func load(ctx context.Context, conn *pgx.Conn, env envelope) (originRow, error) 
 		if err != nil {
 			return fmt.Errorf("read the satellite's request: %w", err)
 		}
-		return nil
+		if row.Status.Finished() {
+			return nil
+		}
+		row.Denied, err = authorize(ctx, tx, row)
+		return err
 	})
 	return row, err
 }
 
 // authorize applies the satellite's own policy (dataenv.authorize_request in the origin) to the
-// row's requester.
-func authorize(ctx context.Context, conn *pgx.Conn, env envelope, row originRow) error {
-	return inOrigin(ctx, conn, env, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `SELECT dataenv.authorize_request($1, $2::jsonb, $3)`, row.Kind, string(row.Args), row.RequestedBy)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == "42501" || pgErr.Code == "22023") {
-			if pgErr.Hint != "" {
-				return request.Refusef("%s (%s)", pgErr.Message, pgErr.Hint)
-			}
-			return request.Refusef("%s", pgErr.Message)
+// row's requester: a refusal is returned as the first value, a failure to check as the second.
+// A savepoint keeps the transaction usable after a refusal.
+func authorize(ctx context.Context, tx pgx.Tx, row originRow) (denied, err error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, err = sp.Exec(ctx, `SELECT dataenv.authorize_request($1, $2::jsonb, $3)`, row.Kind, string(row.Args), row.RequestedBy)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42501" || pgErr.Code == "22023") {
+		_ = sp.Rollback(ctx)
+		if pgErr.Hint != "" {
+			return request.Refusef("%s (%s)", pgErr.Message, pgErr.Hint), nil
 		}
-		return err
-	})
+		return request.Refusef("%s", pgErr.Message), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check who may make it in the satellite: %w", err)
+	}
+	return nil, sp.Commit(ctx)
 }
 
 // finish writes the outcome into the satellite's row, fenced like every access.

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dataenv/dataenv/sidecar/install"
+)
+
+// The satellites suite: one control installation and 100 satellites in one cluster, served by one
+// sidecar whose connections to satellites are bounded by --satellite-connections.
+//   - Installing the satellites (time per satellite).
+//   - Pings at 100/s spread round robin over the satellites and, at the same time in the same
+//     run, pings at 100/s from the control database: end-to-end latency (ping() committed to
+//     wait() returning it finished) of each. Target: satellite p50 and p95 within 2× of control.
+//   - The sidecar's connections to satellites, sampled from pg_stat_activity throughout: never
+//     above the flag.
+
+func init() { Register(satelliteSuite{}) }
+
+type satelliteSuite struct{}
+
+func (satelliteSuite) Name() string { return "satellites" }
+
+const (
+	satelliteCount = 100
+	satelliteConns = 4
+	satelliteRate  = 100 // pings per second, per stream
+)
+
+// SatelliteResults are the suite's measurements.
+type SatelliteResults struct {
+	Satellites, ConnFlag int
+	InstallEach          time.Duration
+	Phase                time.Duration
+	Control, Satellite   satLatencies
+	PeakConns            int64
+	Samples              int64
+}
+
+type satLatencies struct {
+	all    []time.Duration
+	failed int
+}
+
+func (l satLatencies) pct(p float64) time.Duration {
+	if len(l.all) == 0 {
+		return 0
+	}
+	s := slices.Clone(l.all)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func (satelliteSuite) Run(ctx context.Context, env *Env) (string, error) {
+	start := time.Now()
+	phase := 60 * time.Second
+	n := satelliteCount
+	if env.Quick {
+		phase, n = 10*time.Second, 20
+	}
+	res := SatelliteResults{Satellites: n, ConnFlag: satelliteConns, Phase: phase}
+	sc, err := installedControl(ctx, env, "bench_sat_control", fmt.Sprintf("DATAENV_SATELLITE_CONNECTIONS=%d", satelliteConns))
+	if err != nil {
+		return "", err
+	}
+	defer sc.close()
+	env.Progress("satellites: installing %d satellites", n)
+	dbs, took, err := installSatellites(ctx, env, n)
+	if err != nil {
+		return "", err
+	}
+	res.InstallEach = took / time.Duration(n)
+	ctrl, sats, err := pingPools(ctx, env, dbs)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		ctrl.Close()
+		for _, p := range sats {
+			p.Close()
+		}
+	}()
+	env.Progress("satellites: warming up (one ping in every database)")
+	for _, p := range append([]*pgxpool.Pool{ctrl}, sats...) {
+		if _, err := pingOnce(ctx, p); err != nil {
+			return "", fmt.Errorf("warm-up ping: %w", err)
+		}
+	}
+	env.Progress("satellites: %s of pings at %d/s from the satellites and %d/s from the control", phase, satelliteRate, satelliteRate)
+	sctx, stopSampling := context.WithCancel(ctx)
+	var peak, samples atomic.Int64
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); sampleSatelliteConns(sctx, ctrl, &peak, &samples) }()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); res.Control = pingStream(ctx, []*pgxpool.Pool{ctrl}, phase) }()
+	go func() { defer wg.Done(); res.Satellite = pingStream(ctx, sats, phase) }()
+	wg.Wait()
+	stopSampling()
+	<-sampled
+	res.PeakConns, res.Samples = peak.Load(), samples.Load()
+	return renderSatellites(env, res, time.Since(start)), nil
+}
+
+// installSatellites creates n databases and installs a satellite in each, registered with the
+// control database bench_sat_control.
+func installSatellites(ctx context.Context, env *Env, n int) ([]string, time.Duration, error) {
+	var dbs []string
+	var took time.Duration
+	for i := range n {
+		db := fmt.Sprintf("bench_sat_%03d", i)
+		dsn, err := env.CreateDatabase(ctx, db)
+		if err != nil {
+			return nil, 0, err
+		}
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return nil, 0, err
+		}
+		t0 := time.Now()
+		_, err = install.InstallSatellite(ctx, conn, install.SatelliteOptions{ControlDatabase: "bench_sat_control", Logger: quietLogger("satellite")})
+		took += time.Since(t0)
+		conn.Close(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("install a satellite in %s: %w", db, err)
+		}
+		dbs = append(dbs, db)
+	}
+	return dbs, took, nil
+}
+
+// pingPools opens a client pool on the control database and a one-connection pool on each
+// satellite (100 satellites at 100/s is one ping per second each).
+func pingPools(ctx context.Context, env *Env, dbs []string) (*pgxpool.Pool, []*pgxpool.Pool, error) {
+	open := func(db string, conns int32) (*pgxpool.Pool, error) {
+		dsn, err := env.SuperDSN(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return nil, err
+		}
+		cfg.MaxConns, cfg.MinConns = conns, conns
+		return pgxpool.NewWithConfig(ctx, cfg)
+	}
+	ctrl, err := open("bench_sat_control", 16)
+	if err != nil {
+		return nil, nil, err
+	}
+	var sats []*pgxpool.Pool
+	for _, db := range dbs {
+		p, err := open(db, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		sats = append(sats, p)
+	}
+	return ctrl, sats, nil
+}
+
+// pingOnce makes a ping in its own transaction and waits for its outcome: the latency a user sees.
+func pingOnce(ctx context.Context, p *pgxpool.Pool) (time.Duration, error) {
+	conn, err := p.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	t0 := time.Now()
+	var id string
+	if err := conn.QueryRow(ctx, `SELECT dataenv.ping()::text`).Scan(&id); err != nil {
+		return 0, err
+	}
+	var status string
+	if err := conn.QueryRow(ctx, `SELECT status FROM dataenv.wait($1::uuid, '60 s')`, id).Scan(&status); err != nil {
+		return 0, err
+	}
+	if status != "succeeded" {
+		return 0, fmt.Errorf("ping %s finished %s", id, status)
+	}
+	return time.Since(t0), nil
+}
+
+// pingStream starts satelliteRate pings a second for d (open loop: a slow ping does not delay
+// the next start), round robin over pools.
+func pingStream(ctx context.Context, pools []*pgxpool.Pool, d time.Duration) satLatencies {
+	var mu sync.Mutex
+	var out satLatencies
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / satelliteRate)
+	defer tick.Stop()
+	end := time.Now().Add(d)
+	for i := 0; time.Now().Before(end); i++ {
+		<-tick.C
+		wg.Add(1)
+		go func(p *pgxpool.Pool) {
+			defer wg.Done()
+			took, err := pingOnce(ctx, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				out.failed++
+				return
+			}
+			out.all = append(out.all, took)
+		}(pools[i%len(pools)])
+	}
+	wg.Wait()
+	return out
+}
+
+// sampleSatelliteConns counts the sidecar's connections to satellites as the server sees them.
+func sampleSatelliteConns(ctx context.Context, p *pgxpool.Pool, peak, samples *atomic.Int64) {
+	for ctx.Err() == nil {
+		var n int64
+		err := p.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dataenv_satellite_envelopes'`).Scan(&n)
+		if err == nil {
+			samples.Add(1)
+			if n > peak.Load() {
+				peak.Store(n)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func renderSatellites(env *Env, r SatelliteResults, took time.Duration) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("## Satellites: 100 databases, one sidecar (suite `satellites`)\n\n")
+	w("Measured on %s; the suite took %s.", env.Machine(), took.Round(time.Second))
+	if env.Quick {
+		w(" **Quick run (-quick): not for comparison.**")
+	}
+	w(" The machine is shared with other engineers' test runs, so absolute numbers move between runs; the two streams below ran at the same time and see the same load.\n\n")
+	w("One control installation and %d satellites in one cluster; one sidecar, `--satellite-connections %d`. Satellites installed at %s ms each. ", r.Satellites, r.ConnFlag, ms(r.InstallEach))
+	w("For %s, %d pings a second spread round robin over the satellites and, at the same time, %d a second from the control database. ", r.Phase, satelliteRate, satelliteRate)
+	w("Latency is what a user sees: `SELECT dataenv.ping()` committed (a satellite's envelope filed at its commit) to `dataenv.wait()` returning it finished; milliseconds. ")
+	w("Target: a satellite's p50 and p95 within 2× of the control's.\n\n")
+	w("| stream | pings | failed | p50 | p95 | p99 | max |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range []struct {
+		name string
+		l    satLatencies
+	}{{"control database", r.Control}, {"satellites", r.Satellite}} {
+		w("| %s | %d | %d | %s | %s | %s | %s |\n", s.name, len(s.l.all), s.l.failed, ms(s.l.pct(0.5)), ms(s.l.pct(0.95)), ms(s.l.pct(0.99)), ms(s.l.pct(1)))
+	}
+	p50 := float64(r.Satellite.pct(0.5)) / float64(max(r.Control.pct(0.5), 1))
+	p95 := float64(r.Satellite.pct(0.95)) / float64(max(r.Control.pct(0.95), 1))
+	verdict := func(x float64) string {
+		if x <= 2 {
+			return "within 2×"
+		}
+		return "**over 2×**"
+	}
+	w("\nSatellite / control: p50 %.2f (%s), p95 %.2f (%s).\n\n", p50, verdict(p50), p95, verdict(p95))
+	within := "never above the flag"
+	if r.PeakConns > int64(r.ConnFlag) {
+		within = "**above the flag**"
+	}
+	w("The sidecar's connections to satellites (pg_stat_activity, %d samples during the run): at most %d with the flag at %d, %s.\n\n", r.Samples, r.PeakConns, r.ConnFlag, within)
+	return b.String()
+}
