@@ -131,3 +131,13 @@ VALUES ('satellite', 'dataenv.validate_satellite(jsonb)'::regprocedure, 'satelli
         'The envelope of a request made in a satellite installation (filed by the satellite, run against its origin database).')
 ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
                                  workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;
+
+COMMENT ON TABLE dataenv.satellites IS
+    'Satellite installations registered with this control installation (docs/satellites.md): one row per installation, written by dataenv install --control-database, removed by its uninstall.';
+COMMENT ON COLUMN dataenv.satellites.installation_id IS 'The satellite''s dataenv.installation.id: with database_oid, its identity; a re-created satellite has a new one.';
+COMMENT ON COLUMN dataenv.satellites.database_oid IS 'OID of the satellite''s database; the sidecar resolves the database by it, so a rename is followed and a replacement fenced.';
+COMMENT ON COLUMN dataenv.satellites.database_name IS 'The database''s name at install, for people and error messages.';
+COMMENT ON COLUMN dataenv.satellites.login_role IS 'The satellite''s login role here: its only rights are to file envelopes (satellite_enqueue_v1) and read satellite_status_v1.';
+COMMENT ON COLUMN dataenv.satellites.protocol IS 'The readiness protocol version the satellite speaks.';
+COMMENT ON COLUMN dataenv.sidecars.satellite_connections_open IS 'Connections from this sidecar to satellite databases open (in use or idle), at its last heartbeat.';
+COMMENT ON COLUMN dataenv.sidecars.satellite_connections_in_use IS 'Connections from this sidecar to satellite databases running an envelope, at its last heartbeat.';

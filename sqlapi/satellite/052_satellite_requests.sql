@@ -306,3 +306,13 @@ BEGIN
     END LOOP;
 END
 $grants$;
+
+COMMENT ON TABLE dataenv.installation IS
+    'This satellite installation''s identity (a UUID; with the database OID it names the installation), the protocol it speaks, its control database and its own roles.';
+COMMENT ON TABLE dataenv.control_credentials IS
+    'The login role and password with which this satellite files envelopes in the control database; readable by the installer only.';
+COMMENT ON TABLE dataenv.request_kinds IS 'The request kinds this satellite offers, with their validator and policy (any or admin).';
+COMMENT ON TABLE dataenv.requests IS
+    'This satellite''s requests: written in the caller''s transaction, run by the control installation''s sidecar after it committed, outcomes written back here. Users see their own (RLS).';
+COMMENT ON TRIGGER requests_send_envelope ON dataenv.requests IS
+    'Deferred to commit: files each new request''s envelope in the control installation.';

@@ -166,3 +166,29 @@ func runCLI(t *testing.T, bin string, args ...string) {
 		t.Fatalf("%s %v: %v\n%s", bin, args, err, out)
 	}
 }
+
+// Every function, table and view of a satellite's dataenv schema (but dblink's own) says what it
+// is, and every SECURITY DEFINER function pins its search_path.
+func TestSatelliteObjectsAreCommentedAndDefinersPinned(t *testing.T) {
+	c := newControl(t)
+	s := newSatellite(t, c)
+	const ours = `NOT EXISTS (SELECT FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')`
+	if missing := testenv.QueryText(t, s.Conn, `SELECT string_agg(p.oid::regprocedure::text, ', ') FROM pg_proc p
+		WHERE p.pronamespace = 'dataenv'::regnamespace AND `+ours+` AND obj_description(p.oid, 'pg_proc') IS NULL`); missing != "" {
+		t.Errorf("satellite functions without COMMENT ON: %s", missing)
+	}
+	if unpinned := testenv.QueryText(t, s.Conn, `SELECT string_agg(p.oid::regprocedure::text, ', ') FROM pg_proc p
+		WHERE p.pronamespace = 'dataenv'::regnamespace AND p.prosecdef AND `+ours+`
+		  AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)`); unpinned != "" {
+		t.Errorf("satellite SECURITY DEFINER functions without search_path = pg_catalog, pg_temp: %s", unpinned)
+	}
+	if missing := testenv.QueryText(t, s.Conn, `SELECT string_agg(c.relname, ', ') FROM pg_class c
+		WHERE c.relnamespace = 'dataenv'::regnamespace AND c.relkind IN ('r', 'v') AND c.relname <> 'schema_migrations'
+		  AND obj_description(c.oid, 'pg_class') IS NULL`); missing != "" {
+		t.Errorf("satellite tables and views without COMMENT ON: %s", missing)
+	}
+	if missing := testenv.QueryText(t, c.Conn, `SELECT string_agg(p.oid::regprocedure::text, ', ') FROM pg_proc p
+		WHERE p.pronamespace = 'dataenv'::regnamespace AND p.proname LIKE '%satellite%' AND obj_description(p.oid, 'pg_proc') IS NULL`); missing != "" {
+		t.Errorf("control satellite functions without COMMENT ON: %s", missing)
+	}
+}
