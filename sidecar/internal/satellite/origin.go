@@ -79,6 +79,11 @@ func attest(ctx context.Context, conn *pgx.Conn, env envelope) error {
 	return nil
 }
 
+// discarded refuses the envelope of a request whose transaction rolled back after it was filed.
+func discarded(env envelope) error {
+	return request.Refusef("satellite request %s discarded: its transaction in the satellite rolled back", env.RequestID)
+}
+
 // errInProgress says the origin transaction has not ended yet.
 var errInProgress = errors.New("the origin transaction is still in progress")
 
@@ -103,7 +108,7 @@ func load(ctx context.Context, conn *pgx.Conn, env envelope) (originRow, error) 
 	case "in progress":
 		return row, errInProgress
 	case "aborted":
-		return row, request.Refusef("satellite request %s discarded: its transaction in the satellite rolled back", env.RequestID)
+		return row, discarded(env)
 	case "missing":
 		return row, fenced(env, "the satellite has no such request from that transaction")
 	}

@@ -41,6 +41,9 @@ func NewPool(control *pgxpool.Pool, limit int, idleTimeout time.Duration) *Pool 
 	cfg.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
 	cfg.RuntimeParams["application_name"] = "dataenv_satellite_envelopes"
 	cfg.RuntimeParams["lock_timeout"] = "5s"
+	// Most connections serve one envelope (more satellites than connections): preparing and
+	// caching each statement would cost a round trip and server memory for nothing.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
 	return &Pool{control: control, base: cfg, max: max(limit, 1), idleTimeout: idleTimeout}
 }
 

@@ -82,6 +82,11 @@ func (s *Service) Handle(ctx context.Context, req *request.Request, rep request.
 	if env.RequestID != req.ID {
 		return nil, fenced(env, "the envelope's id is not the satellite request's")
 	}
+	// Transaction ids are the cluster's, so the control database answers whether the origin
+	// transaction ended: no satellite connection is held while it commits.
+	if err := s.waitEnded(ctx, env); err != nil {
+		return nil, err
+	}
 	datname, err := s.resolve(ctx, env)
 	if err != nil {
 		return nil, err
@@ -147,26 +152,38 @@ func (s *Service) run(ctx context.Context, conn *pgx.Conn, env envelope, req *re
 	return json.RawMessage(out), nil
 }
 
-// waitOrigin loads the origin row, waiting briefly while the origin transaction is still in
-// progress (its envelope commits just before it does), then as a retried attempt.
-func (s *Service) waitOrigin(ctx context.Context, conn *pgx.Conn, env envelope) (originRow, error) {
-	pause := time.Millisecond
+// waitEnded waits briefly while the origin transaction is in progress (its envelope commits just
+// before it does), then asks for another attempt; a rolled-back one discards the envelope.
+func (s *Service) waitEnded(ctx context.Context, env envelope) error {
+	pause := 250 * time.Microsecond
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		row, err := load(ctx, conn, env)
-		if !errors.Is(err, errInProgress) {
-			return row, retryUnlessFenced(err)
+		var status *string
+		if err := s.cfg.Control.QueryRow(ctx, `SELECT pg_catalog.pg_xact_status($1::xid8)`, env.Xact).Scan(&status); err != nil {
+			return request.Retryable(fmt.Errorf("check the origin transaction: %w", err))
 		}
-		if time.Now().After(deadline) {
-			return row, request.Retryable(err)
+		switch {
+		case status != nil && *status == "aborted":
+			return discarded(env)
+		case status == nil || *status != "in progress":
+			return nil
+		case time.Now().After(deadline):
+			return request.Retryable(errInProgress)
 		}
 		select {
 		case <-ctx.Done():
-			return row, context.Cause(ctx)
+			return context.Cause(ctx)
 		case <-time.After(pause):
 		}
-		pause = min(pause*2, 50*time.Millisecond)
+		pause = min(pause*2, 20*time.Millisecond)
 	}
+}
+
+// waitOrigin loads the origin row; its transaction has ended by now (waitEnded), so "in
+// progress" is only a race with the check, worth another attempt.
+func (s *Service) waitOrigin(ctx context.Context, conn *pgx.Conn, env envelope) (originRow, error) {
+	row, err := load(ctx, conn, env)
+	return row, retryUnlessFenced(err)
 }
 
 // fail writes a final failure into the satellite's row and returns it for the envelope.
