@@ -35,6 +35,10 @@ const (
 	satelliteConns  = 4
 	satelliteRate   = 100 // pings per second, per stream
 	satelliteRounds = 2
+	// satelliteWorkingSet is how many satellites the second sidecar's stream is spread over,
+	// each with a connection of its own (more would exceed the bench cluster's max_connections:
+	// every satellite client session also holds a dblink session in the control database).
+	satelliteWorkingSet = 20
 )
 
 // SatelliteResults are the suite's measurements.
@@ -43,7 +47,8 @@ type SatelliteResults struct {
 	InstallEach          time.Duration
 	Phase                time.Duration
 	Control, Satellite   satLatencies
-	ControlWide, Wide    satLatencies // again, with a connection for every satellite
+	ControlWide, Wide    satLatencies // again, over a working set with a connection each
+	WorkingSet           int
 	PeakConns            int64
 	Samples              int64
 }
@@ -119,25 +124,28 @@ func (satelliteSuite) Run(ctx context.Context, env *Env) (string, error) {
 	stopSampling()
 	<-sampled
 	res.PeakConns, res.Samples = peak.Load(), samples.Load()
-	// The same satellite stream with a connection for every satellite: what the bound costs.
+	// The same rate over a working set of satellites that fits in the connections (a sidecar
+	// with a connection for each of them): what the bound costs when it is too small.
 	sampler.Release()
 	dsn := sc.pool.Config().ConnString()
 	sc.close()
-	env.Progress("satellites: again with --satellite-connections %d", n)
-	if sc, err = startSidecar(ctx, dsn, fmt.Sprintf("DATAENV_SATELLITE_CONNECTIONS=%d", n)); err != nil {
+	working := sats[:min(len(sats), satelliteWorkingSet)]
+	res.WorkingSet = len(working)
+	env.Progress("satellites: %d/s over %d satellites with --satellite-connections %d", satelliteRate, len(working), len(working))
+	if sc, err = startSidecar(ctx, dsn, fmt.Sprintf("DATAENV_SATELLITE_CONNECTIONS=%d", len(working))); err != nil {
 		return "", err
 	}
 	if _, err := pingOnce(ctx, ctrl); err != nil {
 		return "", fmt.Errorf("ping after the restart: %w", err)
 	}
-	for _, p := range sats {
+	for _, p := range working {
 		if _, err := pingOnce(ctx, p); err != nil {
 			return "", fmt.Errorf("warm-up ping: %w", err)
 		}
 	}
 	for range satelliteRounds {
 		res.ControlWide.add(pingStream(ctx, []*pgxpool.Pool{ctrl}, phase))
-		res.Wide.add(pingStream(ctx, sats, phase))
+		res.Wide.add(pingStream(ctx, working, phase))
 	}
 	return renderSatellites(env, res, time.Since(start)), nil
 }
@@ -288,7 +296,7 @@ func renderSatellites(env *Env, r SatelliteResults, took time.Duration) string {
 		w("| %s | %d | %d | %s | %s | %s | %s |\n", s.name, len(s.l.all), s.l.failed, ms(s.l.pct(0.5)), ms(s.l.pct(0.95)), ms(s.l.pct(0.99)), ms(s.l.pct(1)))
 	}
 	w("| control database, second sidecar | %d | %d | %s | %s | %s | %s |\n", len(r.ControlWide.all), r.ControlWide.failed, ms(r.ControlWide.pct(0.5)), ms(r.ControlWide.pct(0.95)), ms(r.ControlWide.pct(0.99)), ms(r.ControlWide.pct(1)))
-	w("| satellites, `--satellite-connections %d` (one per satellite) | %d | %d | %s | %s | %s | %s |\n", r.Satellites, len(r.Wide.all), r.Wide.failed, ms(r.Wide.pct(0.5)), ms(r.Wide.pct(0.95)), ms(r.Wide.pct(0.99)), ms(r.Wide.pct(1)))
+	w("| %d satellites, `--satellite-connections %d` (one each) | %d | %d | %s | %s | %s | %s |\n", r.WorkingSet, r.WorkingSet, len(r.Wide.all), r.Wide.failed, ms(r.Wide.pct(0.5)), ms(r.Wide.pct(0.95)), ms(r.Wide.pct(0.99)), ms(r.Wide.pct(1)))
 	p50 := float64(r.Satellite.pct(0.5)) / float64(max(r.Control.pct(0.5), 1))
 	p95 := float64(r.Satellite.pct(0.95)) / float64(max(r.Control.pct(0.95), 1))
 	verdict := func(x float64) string {
@@ -300,8 +308,8 @@ func renderSatellites(env *Env, r SatelliteResults, took time.Duration) string {
 	w("\nSatellite / control with `--satellite-connections %d`: p50 %.2f (%s), p95 %.2f (%s). ", r.ConnFlag, p50, verdict(p50), p95, verdict(p95))
 	wp50 := float64(r.Wide.pct(0.5)) / float64(max(r.ControlWide.pct(0.5), 1))
 	wp95 := float64(r.Wide.pct(0.95)) / float64(max(r.ControlWide.pct(0.95), 1))
-	w("With a connection per satellite: p50 %.2f (%s), p95 %.2f (%s). ", wp50, verdict(wp50), wp95, verdict(wp95))
-	w("Pings spread round robin over more satellites than connections find no idle connection to their database: each envelope closes one (waiting until its backend is gone) and opens one, which is most of the difference between the two satellite rows.\n\n")
+	w("Over %d satellites with a connection each: p50 %.2f (%s), p95 %.2f (%s). ", r.WorkingSet, wp50, verdict(wp50), wp95, verdict(wp95))
+	w("Pings spread round robin over more satellites than connections find no idle connection to their database: each envelope closes one (waiting until its backend is gone), opens one and runs on a cold backend (authentication, catalog caches, function compilation). On this 2-core machine that CPU is what the satellites at the flag's default cannot keep up with at 100/s: their queue grows through each phase, which is the difference between the two satellite rows.\n\n")
 	within := "never above the flag"
 	if r.PeakConns > int64(r.ConnFlag) {
 		within = "**above the flag**"
