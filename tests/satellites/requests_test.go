@@ -154,6 +154,19 @@ func TestRLSIsolatesUsersWithinAndAcrossSatellites(t *testing.T) {
 		t.Errorf("alice cancelling bob's request: %v, want no such request", err)
 	}
 
+	// The session holds the envelope's dblink connection to the control database now; alice can
+	// neither use it nor read the credentials behind it.
+	for _, q := range []string{
+		`SELECT * FROM dataenv.dblink('dataenv_control', 'SELECT 1') AS t(x int)`,
+		`SELECT * FROM dataenv.dblink_connect('x', 'dbname=postgres')`,
+		`SELECT * FROM dataenv.control_exec('SELECT 1::text')`,
+		`SELECT password FROM dataenv.control_credentials`,
+	} {
+		_, err := aliceA.Exec(context.Background(), q)
+		if err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Errorf("alice in satellite A: %s: %v, want permission denied", q, err)
+		}
+	}
 	// alice is a user of A only: B refuses her at insert time.
 	aliceB := alice.connect(t, b.DB)
 	if _, err := aliceB.Exec(context.Background(), `SELECT dataenv.ping()`); err == nil {
