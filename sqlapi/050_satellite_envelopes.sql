@@ -96,6 +96,28 @@ $$;
 COMMENT ON FUNCTION dataenv.satellite_enqueue_v1(uuid, xid8) IS
     'Files the envelope of a satellite request (protocol 1): origin database OID and installation UUID derived from the calling login role''s registration, the local request id and the origin transaction id. Idempotent for the same envelope.';
 
+-- A cancellation made in a satellite of a request already running there: its envelope is
+-- cancelled like any request (the sidecar stops the running job), but only an envelope of the
+-- calling login role's own satellite. True when a cancellation was recorded now.
+CREATE OR REPLACE FUNCTION dataenv.satellite_cancel_v1(request_id uuid) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s dataenv.satellites := dataenv.satellite_of_session();
+BEGIN
+    IF request_id IS NULL THEN
+        RAISE EXCEPTION 'dataenv.satellite_cancel_v1: request_id is required' USING ERRCODE = '22004';
+    END IF;
+    UPDATE dataenv.requests r SET cancel_requested = true
+     WHERE r.id = request_id AND r.kind = 'satellite' AND r.requested_by = s.login_role
+       AND r.status IN ('pending', 'running') AND NOT r.cancel_requested;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION dataenv.satellite_cancel_v1(uuid) IS
+    'For a satellite''s login role: cancels the envelope of one of that satellite''s requests (a running job is stopped); envelopes of other satellites are left alone. True when a cancellation was recorded.';
+
 -- What a satellite shows as its dataenv.sidecar_status: the engine's state, no other
 -- installation's rows.
 CREATE OR REPLACE FUNCTION dataenv.satellite_status_v1()
@@ -122,7 +144,18 @@ COMMENT ON FUNCTION dataenv.satellite_status_v1() IS
     'For a satellite''s login role: whether a ready leader sidecar serves the engine, its heartbeat age, the control schema version, the protocols served and this satellite''s envelopes still waiting.';
 
 REVOKE ALL ON FUNCTION dataenv.satellite_protocols(), dataenv.satellite_of_session(), dataenv.validate_satellite(jsonb),
-    dataenv.satellite_enqueue_v1(uuid, xid8), dataenv.satellite_status_v1() FROM PUBLIC;
+    dataenv.satellite_enqueue_v1(uuid, xid8), dataenv.satellite_status_v1(), dataenv.satellite_cancel_v1(uuid) FROM PUBLIC;
+-- Satellites registered before this function existed may call it too.
+DO $grants$
+DECLARE
+    r name;
+BEGIN
+    FOR r IN SELECT s.login_role FROM dataenv.satellites s
+              WHERE EXISTS (SELECT FROM pg_catalog.pg_roles x WHERE x.rolname = s.login_role) LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION dataenv.satellite_cancel_v1(uuid) TO %I', r);
+    END LOOP;
+END
+$grants$;
 REVOKE ALL ON dataenv.satellites FROM PUBLIC;
 GRANT SELECT ON dataenv.satellites TO dataenv_admin;
 
@@ -137,7 +170,7 @@ COMMENT ON TABLE dataenv.satellites IS
 COMMENT ON COLUMN dataenv.satellites.installation_id IS 'The satellite''s dataenv.installation.id: with database_oid, its identity; a re-created satellite has a new one.';
 COMMENT ON COLUMN dataenv.satellites.database_oid IS 'OID of the satellite''s database; the sidecar resolves the database by it, so a rename is followed and a replacement fenced.';
 COMMENT ON COLUMN dataenv.satellites.database_name IS 'The database''s name at install, for people and error messages.';
-COMMENT ON COLUMN dataenv.satellites.login_role IS 'The satellite''s login role here: its only rights are to file envelopes (satellite_enqueue_v1) and read satellite_status_v1.';
+COMMENT ON COLUMN dataenv.satellites.login_role IS 'The satellite''s login role here: its only rights are to file envelopes (satellite_enqueue_v1), cancel its own (satellite_cancel_v1) and read satellite_status_v1.';
 COMMENT ON COLUMN dataenv.satellites.protocol IS 'The readiness protocol version the satellite speaks.';
 COMMENT ON COLUMN dataenv.sidecars.satellite_connections_open IS 'Connections from this sidecar to satellite databases open (in use or idle), at its last heartbeat.';
 COMMENT ON COLUMN dataenv.sidecars.satellite_connections_in_use IS 'Connections from this sidecar to satellite databases running an envelope, at its last heartbeat.';

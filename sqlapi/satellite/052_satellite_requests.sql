@@ -152,6 +152,34 @@ CREATE CONSTRAINT TRIGGER requests_send_envelope AFTER INSERT ON dataenv.request
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW EXECUTE FUNCTION dataenv.requests_send_envelope();
 
+-- A cancellation of a request already running (a job, claimed in the control) is passed on at
+-- commit to its envelope, which the sidecar then stops; the outcome, cancelled, is written back
+-- here. A pending request is finished here at once (requests_before_update) and needs nothing.
+CREATE OR REPLACE FUNCTION dataenv.requests_send_cancellation() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    msg text;
+BEGIN
+    BEGIN
+        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_cancel_v1(%L::uuid)::text', NEW.id));
+    EXCEPTION WHEN undefined_function OR invalid_schema_name OR insufficient_privilege OR invalid_authorization_specification THEN
+        GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+        RAISE EXCEPTION 'dataenv: control installation unavailable: %', msg
+            USING ERRCODE = '55000', HINT = 'The control installation was removed, is older than this satellite or does not know it: upgrade or reinstall it, then this satellite.';
+    END;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION dataenv.requests_send_cancellation() IS
+    'At commit, passes the cancellation of a running request on to its envelope in the control installation (dataenv.satellite_cancel_v1 over dblink).';
+DROP TRIGGER IF EXISTS requests_send_cancellation ON dataenv.requests;
+CREATE CONSTRAINT TRIGGER requests_send_cancellation AFTER UPDATE OF cancel_requested ON dataenv.requests
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (NEW.cancel_requested AND NOT OLD.cancel_requested AND OLD.status = 'running')
+    EXECUTE FUNCTION dataenv.requests_send_cancellation();
+
 ALTER TABLE dataenv.requests ENABLE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS requests_own ON dataenv.requests;
 DO $rls$
@@ -203,7 +231,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.cancel(uuid) IS
-    'Cancels a request of this satellite: a pending one is cancelled at once and its envelope runs nothing; a running one finishes (a satellite offers only short kinds). Returns the row.';
+    'Cancels a request of this satellite: a pending one is cancelled at once and its envelope runs nothing; for a running one (a job) the cancellation reaches its envelope in the control installation when this transaction commits, and the sidecar stops it. Returns the row.';
 
 -- The sidecar holds no gate lock in a satellite (advisory locks are per database and it keeps no
 -- session here), so wait polls with a short capped backoff.
@@ -291,7 +319,7 @@ DECLARE
     f regprocedure;
 BEGIN
     SELECT * INTO STRICT inst FROM dataenv.installation;
-    REVOKE ALL ON FUNCTION dataenv.control_exec(text), dataenv.requests_send_envelope() FROM PUBLIC;
+    REVOKE ALL ON FUNCTION dataenv.control_exec(text), dataenv.requests_send_envelope(), dataenv.requests_send_cancellation() FROM PUBLIC;
     REVOKE ALL ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval),
         dataenv.control_status(), dataenv.conninfo_value(text) FROM PUBLIC;
     EXECUTE format('GRANT EXECUTE ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval), dataenv.control_status() TO %I, %I',
@@ -316,3 +344,5 @@ COMMENT ON TABLE dataenv.requests IS
     'This satellite''s requests: written in the caller''s transaction, run by the control installation''s sidecar after it committed, outcomes written back here. Users see their own (RLS).';
 COMMENT ON TRIGGER requests_send_envelope ON dataenv.requests IS
     'Deferred to commit: files each new request''s envelope in the control installation.';
+COMMENT ON TRIGGER requests_send_cancellation ON dataenv.requests IS
+    'Deferred to commit: passes the cancellation of a running request on to its envelope in the control installation.';

@@ -7,7 +7,8 @@
 -- The envelope's row as the sidecar needs it, or why there is none to run: fenced (another
 -- installation), in progress (the origin transaction has not ended), aborted (rolled back),
 -- missing (no such row from that transaction). A row still to run is authorized here, under this
--- satellite's policy; denied holds the refusal.
+-- satellite's policy; denied holds the refusal. A pending row of a kind other than ping becomes
+-- running here.
 CREATE OR REPLACE FUNCTION dataenv.envelope_load(installation uuid, request_id uuid, origin_xact xid8,
     OUT verdict text, OUT kind text, OUT args jsonb, OUT requested_by name, OUT status text,
     OUT result jsonb, OUT error text, OUT created_at timestamptz, OUT denied text)
@@ -31,6 +32,13 @@ BEGIN
         verdict := xs;
         RETURN;
     END IF;
+    -- A kind with side effects is marked running as it is loaded (its envelope is claimed in the
+    -- control), so that a cancellation from now on reaches the running job instead of finishing
+    -- the row here while the job goes on. A cancellation that came first leaves it cancelled.
+    UPDATE ONLY dataenv.requests q SET status = 'running', started_at = coalesce(q.started_at, clock_timestamp()),
+                                       updated_at = clock_timestamp()
+     WHERE q.id = request_id AND q.xact = origin_xact AND q.status = 'pending' AND q.kind <> 'ping'
+       AND NOT q.cancel_requested;
     SELECT * INTO r FROM ONLY dataenv.requests q WHERE q.id = request_id AND q.xact = origin_xact;
     IF NOT FOUND THEN
         verdict := 'missing';
@@ -52,7 +60,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.envelope_load(uuid, uuid, xid8) IS
-    'For the sidecar: the request an envelope names, authorized under this satellite''s policy, or why there is none to run (fenced, in progress, aborted, missing).';
+    'For the sidecar: the request an envelope names (a pending job marked running), authorized under this satellite''s policy, or why there is none to run (fenced, in progress, aborted, missing).';
 
 -- Writes an outcome into the envelope's row unless the installation is another one (fenced) or
 -- the row moved on (finished, cancelled): written, fenced or moved on.
@@ -62,8 +70,8 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF outcome IS NULL OR outcome NOT IN ('succeeded', 'failed') THEN
-        RAISE EXCEPTION 'dataenv.envelope_finish: outcome must be succeeded or failed' USING ERRCODE = '22023';
+    IF outcome IS NULL OR outcome NOT IN ('succeeded', 'failed', 'cancelled') THEN
+        RAISE EXCEPTION 'dataenv.envelope_finish: outcome must be succeeded, failed or cancelled' USING ERRCODE = '22023';
     END IF;
     IF (SELECT i.id FROM ONLY dataenv.installation i) IS DISTINCT FROM installation THEN
         RETURN 'fenced';
@@ -79,7 +87,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.envelope_finish(uuid, uuid, xid8, text, jsonb, text, timestamptz) IS
-    'For the sidecar: writes an envelope''s outcome into this satellite''s row, compare-and-set on its status, after checking the installation is the one that filed it. Returns written, fenced or moved on.';
+    'For the sidecar: writes an envelope''s outcome (succeeded, failed, or cancelled for a job stopped by dataenv.cancel) into this satellite''s row, compare-and-set on its status, after checking the installation is the one that filed it. Returns written, fenced or moved on.';
 
 REVOKE ALL ON FUNCTION dataenv.envelope_load(uuid, uuid, xid8),
     dataenv.envelope_finish(uuid, uuid, xid8, text, jsonb, text, timestamptz) FROM PUBLIC;

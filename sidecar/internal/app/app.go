@@ -124,6 +124,10 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics, sats *satell
 	conns.Register(reg)
 	comparer.Register(reg)
 	sats.Register(reg)
+	for _, kind := range []string{job.KindRun, job.KindMaterialize} {
+		h, _ := reg.Lookup(kind) // behind the control's policy for the satellite's requester
+		sats.Offer(kind, h)
+	}
 	if registerTestKinds != nil {
 		registerTestKinds(reg, components{Pool: pool, Metrics: m, Logger: log, Clusters: admin, Lakes: lakeHooks})
 	}

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -13,7 +12,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
-var errCancelledByUser = errors.New("cancelled by dataenv.cancel()")
+var errCancelledByUser = request.ErrCancelledByUser
 
 // worker runs entries of one class (fair.go) until the dispatcher stops.
 func (d *Dispatcher) worker(ctx context.Context, class int) {
@@ -104,9 +103,24 @@ func (d *Dispatcher) process(ctx context.Context, e *entry) {
 		d.cfg.Signals.send(sigLetGo, ev)
 		d.forget(e)
 	case claimCancel:
+		d.noteCancelled(ctx, e, h, c.attempt)
 		d.finish(ctx, e, c.attempt, true, request.Cancelled, nil, errCancelledByUser)
 	case claimStopping:
 		d.drop(e)
+	}
+}
+
+// noteCancelled tells a handler that keeps its outcome elsewhere too that its request is
+// cancelled without running again.
+func (d *Dispatcher) noteCancelled(ctx context.Context, e *entry, h request.Handler, attempt int) {
+	n, ok := h.(request.CancelNoter)
+	if !ok {
+		return
+	}
+	req := e.req
+	req.Attempts, req.Status = attempt, request.Running
+	if err := n.NoteCancelled(ctx, &req); err != nil {
+		d.cfg.Logger.Warn("recording a cancellation outside the request row failed", "request", e.req.ID, "error", err)
 	}
 }
 

@@ -44,3 +44,8 @@ func IsRefused(err error) bool {
 	var r *RefusedError
 	return errors.As(err, &r)
 }
+
+// ErrCancelledByUser is the cause of a handler's context when dataenv.cancel() stopped it, so a
+// handler that writes its outcome elsewhere too (a satellite's row) can tell a cancellation from
+// a shutdown.
+var ErrCancelledByUser = errors.New("cancelled by dataenv.cancel()")

@@ -61,7 +61,8 @@ func (r *Registry) Kinds() []string {
 }
 
 // authorized runs its handler only once the Authorizer allowed the request. It keeps the
-// handler's Stateless answer, which the dispatcher reads from the handler it looks up.
+// handler's Stateless answer and its CancelNoter, which the dispatcher reads from the handler it
+// looks up.
 type authorized struct {
 	h    Handler
 	auth Authorizer
@@ -81,4 +82,11 @@ func (a authorized) Handle(ctx context.Context, req *Request, rep Reporter) (any
 func (a authorized) Stateless() bool {
 	st, ok := a.h.(Stateless)
 	return ok && st.Stateless()
+}
+
+func (a authorized) NoteCancelled(ctx context.Context, req *Request) error {
+	if n, ok := a.h.(CancelNoter); ok {
+		return n.NoteCancelled(ctx, req)
+	}
+	return nil
 }

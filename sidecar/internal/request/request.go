@@ -79,6 +79,14 @@ type Stateless interface {
 	Stateless() bool
 }
 
+// CancelNoter is implemented by handlers that keep a copy of the outcome elsewhere (a satellite's
+// row): the dispatcher calls it when it cancels a claimed request without running the handler
+// (cancelled between two attempts), before it writes the cancellation. An error is logged; the
+// cancellation is written anyway.
+type CancelNoter interface {
+	NoteCancelled(ctx context.Context, req *Request) error
+}
+
 // Report records a step on rep, which may be nil (code run outside a request, tests).
 func Report(ctx context.Context, rep Reporter, name, status, detail string) {
 	if rep == nil {

@@ -56,11 +56,21 @@ func New(cfg Config) *Service {
 	return &Service{cfg: cfg, pool: NewPool(cfg.Control, cfg.MaxConns, cfg.IdleTimeout)}
 }
 
-// Stateless: an envelope is run without the control's claim. Every kind a satellite offers
-// today (ping) is harmless to run twice, and the outcome written into the satellite's row is a
-// compare-and-set on its status, so after a crash the next attempt finds it there and finishes
-// the envelope with it. A satellite kind with side effects would need envelopes that are claimed.
-func (s *Service) Stateless() bool { return true }
+// Offer adds a kind satellites offer beyond those of Config.Kinds: h runs behind the control's
+// own authorization and validation of the request (the registry's handler of kind, which the
+// control's policy wraps), so workspace membership in the control applies to the satellite's
+// requester. Call it before the dispatcher starts.
+func (s *Service) Offer(kind string, h request.Handler) {
+	if s.cfg.Kinds == nil {
+		s.cfg.Kinds = map[string]request.Handler{}
+	}
+	s.cfg.Kinds[kind] = validated{control: s.cfg.Control, h: h}
+}
+
+// Every envelope is claimed in the control like any request (running with an attempt number,
+// compare-and-set, rescued when its holder dies), because satellites offer kinds with side
+// effects: the dispatcher then never runs one twice at once, and a job's attempt fences its
+// earlier attempts' sessions as it does for a control request.
 
 // Register adds the envelope kind to reg.
 func (s *Service) Register(reg *request.Registry) { reg.Register(Kind, s) }
@@ -135,6 +145,9 @@ func (s *Service) run(ctx context.Context, conn *pgx.Conn, env envelope, req *re
 	inner := &request.Request{ID: req.ID, Kind: row.Kind, Args: row.Args, Status: request.Running,
 		Attempts: req.Attempts, RequestedBy: row.RequestedBy, CreatedAt: row.CreatedAt}
 	res, err := h.Handle(ctx, inner, rep)
+	if err != nil && errors.Is(context.Cause(ctx), request.ErrCancelledByUser) {
+		return nil, s.cancelled(conn, env, started)
+	}
 	if err != nil {
 		if request.IsTransient(err) {
 			return nil, err
@@ -196,6 +209,39 @@ func (s *Service) fail(ctx context.Context, conn *pgx.Conn, env envelope, cause 
 		return cause
 	}
 	return request.Refusef("%s", text)
+}
+
+// cancelled writes the cancellation into the satellite's row once dataenv.cancel() stopped the
+// job (the dispatcher writes the envelope's). ctx is done by then, so the write has its own.
+func (s *Service) cancelled(conn *pgx.Conn, env envelope, started time.Time) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	text := request.ErrCancelledByUser.Error()
+	if err := finish(ctx, conn, env, request.Cancelled, nil, &text, started); err != nil {
+		return retryUnlessFenced(err)
+	}
+	return request.ErrCancelledByUser
+}
+
+// NoteCancelled writes the cancellation into the satellite's row when the dispatcher cancels an
+// envelope between two attempts (no handler runs then), so that the row does not stay running.
+func (s *Service) NoteCancelled(ctx context.Context, req *request.Request) error {
+	var env envelope
+	if err := request.DecodeArgs(req, &env); err != nil {
+		return err
+	}
+	datname, err := s.resolve(ctx, env)
+	if err != nil {
+		return err
+	}
+	conn, release, err := s.pool.Acquire(ctx, env.DatabaseOID, datname)
+	if err != nil {
+		return err
+	}
+	text := request.ErrCancelledByUser.Error()
+	err = finish(ctx, conn, env, request.Cancelled, nil, &text, time.Now())
+	release(err == nil || request.IsRefused(err))
+	return err
 }
 
 // previousOutcome is what an earlier attempt (or a cancellation in the satellite) left in the
