@@ -134,6 +134,7 @@ BEGIN
     WHEN 'ping' THEN PERFORM dataenv.validate_ping(args);
     -- sqlapi/satellite/054_satellite_jobs.sql: the control validates the rest when it runs.
     WHEN 'run', 'materialize' THEN PERFORM dataenv.validate_forwarded_job(kind, args);
+    WHEN 'create_fork', 'drop_fork' THEN PERFORM dataenv.validate_forwarded_fork(kind, args);  -- 055
     ELSE
         RAISE EXCEPTION 'dataenv request: kind "%" is not offered by a satellite installation', kind
             USING ERRCODE = '22023',

@@ -157,3 +157,36 @@ func TestSatelliteCancelStopsItsRunningJob(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// create_fork and drop_fork made in a satellite act on the control's workspaces under the
+// control's rights for the satellite's caller: a member of the parent forks it and, as the
+// fork's owner, drops it; another user is refused both.
+func TestSatelliteForksFollowControlWorkspaceRights(t *testing.T) {
+	e := newEnv(t)
+	e.workspace("prod", "")
+	e.startSidecar()
+	s := e.satellite()
+	member, stranger := e.satelliteUser(s, "prod"), e.satelliteUser(s)
+	wait := func(conn *pgx.Conn, sql string, args ...any) sidecartest.Row {
+		t.Helper()
+		return sidecartest.Wait(t, conn, satelliteRequest(t, conn, sql, args...), 120*time.Second)
+	}
+	if row := wait(member, `SELECT dataenv.create_fork('prod', 'dev')`); row.Status != "succeeded" {
+		t.Fatalf("a member's create_fork from the satellite: %s %s", row.Status, deref(row.Error))
+	}
+	if got := queryString(t, e.conn, `SELECT coalesce(string_agg(id || '<' || parent, ','), '') FROM dataenv.workspaces WHERE id = 'dev'`); got != "dev<prod" {
+		t.Fatalf("the fork in the control: %q", got)
+	}
+	if row := wait(stranger, `SELECT dataenv.create_fork('prod', 'dev2')`); row.Status != "failed" || !strings.Contains(deref(row.Error), "is not a member of workspace") {
+		t.Errorf("a non-member's create_fork: %s %s", row.Status, deref(row.Error))
+	}
+	if row := wait(stranger, `SELECT dataenv.drop_fork('dev')`); row.Status != "failed" || !strings.Contains(deref(row.Error), "permission denied") {
+		t.Errorf("a non-member's drop_fork: %s %s", row.Status, deref(row.Error))
+	}
+	if row := wait(member, `SELECT dataenv.drop_fork('dev')`); row.Status != "succeeded" {
+		t.Fatalf("the owner's drop_fork from the satellite: %s %s", row.Status, deref(row.Error))
+	}
+	if got := queryString(t, e.conn, `SELECT count(*)::text FROM dataenv.workspaces WHERE id IN ('dev', 'dev2')`); got != "0" {
+		t.Fatalf("workspaces left in the control: %s", got)
+	}
+}

@@ -124,7 +124,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics, sats *satell
 	conns.Register(reg)
 	comparer.Register(reg)
 	sats.Register(reg)
-	for _, kind := range []string{job.KindRun, job.KindMaterialize} {
+	for _, kind := range []string{job.KindRun, job.KindMaterialize, workspace.KindCreateFork, workspace.KindDropFork} {
 		h, _ := reg.Lookup(kind) // behind the control's policy for the satellite's requester
 		sats.Offer(kind, h)
 	}
