@@ -94,10 +94,7 @@ func (s *Service) Handle(ctx context.Context, req *request.Request, rep request.
 	}
 	// Transaction ids are the cluster's, so the control database answers whether the origin
 	// transaction ended: no satellite connection is held while it commits.
-	if err := s.waitEnded(ctx, env); err != nil {
-		return nil, err
-	}
-	datname, err := s.resolve(ctx, env)
+	datname, err := s.waitEnded(ctx, env)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +113,7 @@ func (s *Service) Handle(ctx context.Context, req *request.Request, rep request.
 // served, a dropped one is fenced.
 func (s *Service) resolve(ctx context.Context, env envelope) (string, error) {
 	var datname string
-	err := s.cfg.Control.QueryRow(ctx, `SELECT datname FROM pg_catalog.pg_database WHERE oid = $1 AND datallowconn`, env.DatabaseOID).Scan(&datname)
+	err := s.cfg.Control.QueryRow(ctx, `SELECT datname::text FROM pg_catalog.pg_database WHERE oid = $1 AND datallowconn`, env.DatabaseOID).Scan(&datname)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", fenced(env, fmt.Sprintf("no database with OID %d accepts connections any more", env.DatabaseOID))
 	}
@@ -166,31 +163,37 @@ func (s *Service) run(ctx context.Context, conn *pgx.Conn, env envelope, req *re
 }
 
 // waitEnded waits briefly while the origin transaction is in progress (its envelope commits just
-// before it does), then asks for another attempt; a rolled-back one discards the envelope.
-func (s *Service) waitEnded(ctx context.Context, env envelope) error {
+// before it does), then asks for another attempt; a rolled-back one discards the envelope. The
+// same round trip resolves the origin database's current name by its OID (resolve).
+func (s *Service) waitEnded(ctx context.Context, env envelope) (string, error) {
 	pause := 250 * time.Microsecond
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		var status *string
-		if err := s.cfg.Control.QueryRow(ctx, `SELECT pg_catalog.pg_xact_status($1::xid8)`, env.Xact).Scan(&status); err != nil {
-			return request.Retryable(fmt.Errorf("check the origin transaction: %w", err))
+		var status, datname *string
+		if err := s.cfg.Control.QueryRow(ctx, endedSQL, env.Xact, env.DatabaseOID).Scan(&status, &datname); err != nil {
+			return "", request.Retryable(fmt.Errorf("check the origin transaction: %w", err))
 		}
 		switch {
 		case status != nil && *status == "aborted":
-			return discarded(env)
+			return "", discarded(env)
+		case (status == nil || *status != "in progress") && datname == nil:
+			return "", fenced(env, fmt.Sprintf("no database with OID %d accepts connections any more", env.DatabaseOID))
 		case status == nil || *status != "in progress":
-			return nil
+			return *datname, nil
 		case time.Now().After(deadline):
-			return request.Retryable(errInProgress)
+			return "", request.Retryable(errInProgress)
 		}
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return "", context.Cause(ctx)
 		case <-time.After(pause):
 		}
 		pause = min(pause*2, 20*time.Millisecond)
 	}
 }
+
+const endedSQL = `SELECT pg_catalog.pg_xact_status($1::xid8),
+       (SELECT d.datname::text FROM pg_catalog.pg_database d WHERE d.oid = $2 AND d.datallowconn)`
 
 // waitOrigin loads the origin row; its transaction has ended by now (waitEnded), so "in
 // progress" is only a race with the check, worth another attempt.
