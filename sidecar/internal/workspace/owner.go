@@ -62,8 +62,13 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 		reading = true
 		go func() {
 			p, err := readPlanOn(ctx, conn, c.ParentDatabase, c.Mode)
-			// Closed before the plan is handed over: a TEMPLATE copy of the parent needs it gone.
-			_ = conn.Close(context.WithoutCancel(ctx))
+			// Closed before the plan is handed over; a full_copy's TEMPLATE copy of the parent
+			// needs its session gone from the server, not just closed.
+			if c.Mode == ModeFullCopy {
+				closeAwaitingExit(ctx, conn)
+			} else {
+				_ = conn.Close(context.WithoutCancel(ctx))
+			}
 			read <- planRead{p, err}
 		}()
 		_, err = forkOwnerOf(lctx, l, c.Workspace, c.incarnation, c.Database)
