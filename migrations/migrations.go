@@ -5,7 +5,8 @@
 //
 // Number ranges per area keep parallel work from colliding:
 // 001-009 requests and installation, 010-019 clusters, 020-029 workspaces and forks,
-// 030-039 jobs and materializations, 040-049 lakes and storage.
+// 030-039 jobs and materializations, 040-049 lakes and storage, 050-059 satellites (the
+// satellite side in satellite/, SatelliteFS), 060-069 lifecycle.
 package migrations
 
 import "embed"

@@ -70,6 +70,15 @@ BEGIN
         RAISE EXCEPTION '%: permission denied: % may not make or check requests for %', kind, to_json(session_user::text)::text, to_json(role::text)::text
             USING ERRCODE = '42501', HINT = 'Make requests as yourself; only dataenv administrators set requested_by.';
     END IF;
+    IF k.policy = 'satellite' THEN
+        -- An envelope: the satellite authorized its request in its own database; here only a
+        -- registered satellite's login role may have filed it (sqlapi/050_satellite_envelopes.sql).
+        IF NOT EXISTS (SELECT FROM dataenv.satellites s WHERE s.login_role = role) THEN
+            RAISE EXCEPTION '%: permission denied: % is not the login role of a registered satellite', kind, to_json(role::text)::text
+                USING ERRCODE = '42501', HINT = 'Satellites file these through dataenv.satellite_enqueue_v1; install one with dataenv install --control-database.';
+        END IF;
+        RETURN;
+    END IF;
     IF dataenv.is_dataenv_admin(role) THEN
         RETURN;
     END IF;
@@ -101,7 +110,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION dataenv.authorize_request(text, jsonb, name) IS
-    'Raises (42501, with what to do) unless role may make a request of kind with args under the kind''s policy in dataenv.request_kinds (any, admin, workspace_member, workspace_owner). Checked at insert for requested_by, and by the sidecar before every attempt. Answers only for the session''s own roles, or for an administrator.';
+    'Raises (42501, with what to do) unless role may make a request of kind with args under the kind''s policy in dataenv.request_kinds (any, admin, workspace_member, workspace_owner, or satellite: a registered satellite''s login role). Checked at insert for requested_by, and by the sidecar before every attempt. Answers only for the session''s own roles, or for an administrator.';
 
 REVOKE ALL ON FUNCTION dataenv.authorize_request(text, jsonb, name), dataenv.may_ask_about(name),
     dataenv.is_dataenv_admin(name) FROM PUBLIC;

@@ -51,6 +51,12 @@ func Install(ctx context.Context, conn *pgx.Conn, opts Options) (Report, error) 
 	if err := Preflight(ctx, conn); err != nil {
 		return Report{}, err
 	}
+	if kind, err := installationKind(ctx, conn); err != nil || kind == "satellite" {
+		if err == nil {
+			err = fmt.Errorf("database %s holds a satellite installation: upgrade it with dataenv install --dsn <it> --control-database <control database>", conn.Config().Database)
+		}
+		return Report{}, err
+	}
 	ms, err := LoadMigrations(opts.Migrations)
 	if err != nil {
 		return Report{}, err

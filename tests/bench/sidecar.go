@@ -71,6 +71,11 @@ func installedControl(ctx context.Context, env *Env, name string, extraEnv ...st
 	if err != nil {
 		return nil, fmt.Errorf("install dataenv in %s: %w", name, err)
 	}
+	return startSidecar(ctx, dsn, extraEnv...)
+}
+
+// startSidecar starts a sidecar on the installed control database at dsn.
+func startSidecar(ctx context.Context, dsn string, extraEnv ...string) (*benchSidecar, error) {
 	bin, err := dataenvBinary(ctx)
 	if err != nil {
 		return nil, err

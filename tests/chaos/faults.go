@@ -177,6 +177,13 @@ func (h *harness) injectOne(ctx context.Context, class string, standby bool) err
 // killLeader SIGKILLs the leading sidecar (waiting a little for one when a takeover is under
 // way), restarts a sidecar in its place, and measures the takeover in the background.
 func (h *harness) killLeader(ctx context.Context, class string, standby bool) error {
+	want := 1
+	if standby {
+		want = 2
+	}
+	if err := h.sc.ensure(want); err != nil { // replaces any that exited on their own
+		return err
+	}
 	var pid int
 	deadline := time.Now().Add(10 * time.Second)
 	for pid == 0 && time.Now().Before(deadline) {
@@ -193,10 +200,6 @@ func (h *harness) killLeader(ctx context.Context, class string, standby bool) er
 	at := time.Now()
 	h.faults.add(class, at)
 	h.sc.kill(pid)
-	want := 1
-	if standby {
-		want = 2
-	}
 	if err := h.sc.ensure(want); err != nil {
 		return err
 	}

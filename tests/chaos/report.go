@@ -58,6 +58,7 @@ type Report struct {
 	RequestsByStatus            map[string]int
 	MaxAttempts                 int
 	Affected, Unaffected        int
+	SelfExits                   int // sidecars that exited on their own
 }
 
 // logNeedles are sidecar log lines the report counts.
@@ -76,7 +77,8 @@ var logNeedles = []string{
 func (h *harness) report(started, faultsEnded, ended time.Time, unowned []string) *Report {
 	rep := &Report{Opts: h.opts, Started: started, FaultsEnded: faultsEnded, Ended: ended, PGVersion: h.pgVersion(),
 		ByClass: map[string]*stats{}, ByKind: map[string]*stats{}, Unowned: unowned,
-		Logs: h.sc.scanLogs(logNeedles...), RequestsByStatus: map[string]int{}}
+		Logs: h.sc.scanLogs(logNeedles...), RequestsByStatus: map[string]int{},
+		SelfExits: h.sc.exitedOnTheirOwn()}
 	for _, c := range faultClasses {
 		rep.ByClass[c] = &stats{}
 	}
@@ -137,14 +139,15 @@ func (rep *Report) add(h *harness, r *record) {
 
 // Clean reports whether the run found nothing wrong.
 func (rep *Report) Clean() bool {
-	return rep.Total.bad() == 0 && len(rep.Unowned) == 0 && rep.Logs["panic:"] == 0 && rep.Logs["fatal error:"] == 0
+	return rep.Total.bad() == 0 && len(rep.Unowned) == 0 && rep.Logs["panic:"] == 0 && rep.Logs["fatal error:"] == 0 &&
+		rep.SelfExits == 0
 }
 
 // Summary is one line for the log.
 func (rep *Report) Summary() string {
-	return fmt.Sprintf("%d leader kills, %d faults, %d requests: %d lost, %d failed by a fault, %d duplicated, %d mismatched, %d leftovers; %s",
+	return fmt.Sprintf("%d leader kills, %d faults, %d requests: %d lost, %d failed by a fault, %d duplicated, %d mismatched, %d leftovers, %d sidecars exited on their own; %s",
 		rep.Kills, rep.faults(), rep.Total.Requests, rep.Total.Lost, rep.Total.Failed, rep.Total.Duplicated,
-		rep.Total.Mismatch, rep.Total.Leftovers+len(rep.Unowned), rep.Ended.Sub(rep.Started).Round(time.Second))
+		rep.Total.Mismatch, rep.Total.Leftovers+len(rep.Unowned), rep.SelfExits, rep.Ended.Sub(rep.Started).Round(time.Second))
 }
 
 func (rep *Report) faults() int {
@@ -172,8 +175,8 @@ func (rep *Report) Markdown() string {
 	if !rep.Clean() {
 		verdict = "**NOT clean**: see the problems below"
 	}
-	w("- Result: %d lost, %d failed by a fault, %d duplicated, %d mismatched effects, %d leftovers: %s.\n\n",
-		rep.Total.Lost, rep.Total.Failed, rep.Total.Duplicated, rep.Total.Mismatch, rep.Total.Leftovers+len(rep.Unowned), verdict)
+	w("- Result: %d lost, %d failed by a fault, %d duplicated, %d mismatched effects, %d leftovers, %d sidecars exited on their own: %s.\n\n",
+		rep.Total.Lost, rep.Total.Failed, rep.Total.Duplicated, rep.Total.Mismatch, rep.Total.Leftovers+len(rep.Unowned), rep.SelfExits, verdict)
 	w("Workload, in 7 concurrent lanes: create_database then drop_database (two lanes); create_datatable_role then\n")
 	w("drop_datatable_role; setup_cluster in a loop; create_fork cycling keep_original, schema_only and full_copy\n")
 	w("with the lake isolated, a run that reads the parent's lake table through the fork, two materialize appends\n")

@@ -20,6 +20,9 @@ type sidecars struct {
 	procs map[int]*proc // by pid, alive
 	seq   int
 	logs  []string
+	// exited counts sidecars that exited on their own (never killed by the harness): a sidecar
+	// must ride out every fault, so the run is not clean when any did.
+	exited int
 }
 
 type proc struct {
@@ -82,6 +85,8 @@ func (s *sidecars) reap() {
 		select {
 		case <-p.done:
 			delete(s.procs, pid)
+			s.exited++
+			s.h.opts.Logf("sidecar pid %d exited on its own", pid)
 		default:
 		}
 	}
@@ -190,4 +195,12 @@ func (s *sidecars) scanLogs(needles ...string) map[string]int {
 		}
 	}
 	return out
+}
+
+// exitedOnTheirOwn is how many sidecars exited without being killed.
+func (s *sidecars) exitedOnTheirOwn() int {
+	s.reap()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exited
 }

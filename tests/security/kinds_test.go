@@ -146,6 +146,12 @@ var kindCases = map[string]kindCase{
 	"promote": {"workspace_owner", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"fork": %q, "parent": %q, "target": "ducklake://main/t", "force": true}`, v.fork, v.ws)
 	}},
+	// An envelope runs a request in the satellite it names: only that satellite's login role
+	// may file one (not even an administrator), whatever origin args claim.
+	"satellite": {"satellite", func(v victim, e *env) string {
+		return `{"database_oid": "1", "installation_id": "00000000-0000-4000-8000-000000000001",
+			"request_id": "00000000-0000-4000-8000-000000000002", "xact": "1", "protocol": 1}`
+	}},
 	"materialize": {"workspace_member", func(v victim, _ *env) string {
 		return fmt.Sprintf(`{"workspace": %q, "target": "ducklake://main/t", "query": "SELECT 666 AS overwritten", "strategy": "replace"}`, v.ws)
 	}},
@@ -160,6 +166,8 @@ func (e *env) refusedBy(policy string) []user {
 		return []user{e.outsider, e.stranger}
 	case "workspace_owner":
 		return []user{e.outsider, e.stranger, e.member}
+	case "satellite":
+		return []user{e.outsider, e.stranger, e.member, e.owner, e.admin}
 	default: // admin
 		return []user{e.outsider, e.stranger, e.member, e.owner}
 	}

@@ -12,13 +12,24 @@ import (
 )
 
 func runInstall(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newControlFlags("install", "Installs dataenv in the control database, or upgrades it: migrations, SQL API, publication.")
+	fs := newControlFlags("install", "Installs dataenv in the control database, or upgrades it: migrations, SQL API, publication.\n"+
+		"With --control-database, installs (or upgrades) a satellite in the database of --dsn instead: its own request API, served by the control installation's sidecar.")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	controlDB := fs.String("control-database", "", "install a satellite registered with the control installation in this database of the same cluster")
 	conn, err := fs.parseAndConnect(ctx, args)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if *controlDB != "" {
+		rep, err := install.InstallSatellite(ctx, conn, install.SatelliteOptions{ControlDatabase: *controlDB, Logger: newLogger(*logLevel)})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "dataenv satellite installed in %s (schema version %d), served by the control installation in %s\n",
+			conn.Config().Database, rep.ToVersion, *controlDB)
+		return nil
+	}
 	rep, err := install.Install(ctx, conn, install.Options{Logger: newLogger(*logLevel)})
 	if err != nil {
 		return err
@@ -35,13 +46,15 @@ func runInstall(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 func runUninstall(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newControlFlags("uninstall", "Removes dataenv from the control database: ends the sidecar's walsender, drops the slot, the publication and the dataenv schema.\nDatabases and roles dataenv created on clusters are left in place: drop them through the API first.")
+	fs := newControlFlags("uninstall", "Removes dataenv from the control database: ends the sidecar's walsender, drops the slot, the publication and the dataenv schema.\nDatabases and roles dataenv created on clusters are left in place: drop them through the API first.\n"+
+		"In a satellite's database it removes only that satellite. A control installation with satellites is removed only with --force.")
+	force := fs.Bool("force", false, "remove the control installation even though satellites are registered with it (they then fail with \"control installation unavailable\")")
 	conn, err := fs.parseAndConnect(ctx, args)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := install.Uninstall(ctx, conn); err != nil {
+	if err := install.UninstallWith(ctx, conn, install.UninstallOptions{Force: *force}); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "dataenv uninstalled")

@@ -37,6 +37,7 @@ type sidecarOptions struct {
 	concurrency                                                   *int
 	jobTimeout, jobMemory, jobDisk, jobCgroup, retention          *string
 	jobThreads, jobSpares, jobConc, jobsPerUser, jobsPerWS        *int
+	satelliteConns                                                *int
 }
 
 func sidecarFlags(fs flagSet) sidecarOptions {
@@ -66,6 +67,8 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 		jobThreads: fs.Int("job-threads", job.DefaultThreads, "default number of DuckDB threads of a job"),
 		jobDisk: fs.String("job-disk", "10GB", "default disk limit of a DuckDB job: spill and scratch space plus bytes "+
 			"written into the workspace's local lake paths"),
+		satelliteConns: fs.Int("satellite-connections", 4, "connections to satellite databases, all satellites together "+
+			"(opened when an envelope needs one, closed when idle)"),
 		jobSpares: fs.Int("job-warm-spares", 2, "warm spare DuckDB runners kept per isolation mode (started, DuckDB open, "+
 			"extensions loaded; each runs one job, refilled in the background); 0 disables"),
 		jobConc: fs.Int("job-concurrency", 4, "DuckDB jobs run at once, on workers of their own "+
@@ -98,11 +101,15 @@ func (o sidecarOptions) config() (app.Config, error) {
 	if keep == 0 {
 		keep = -1
 	}
+	if *o.satelliteConns < 1 {
+		return app.Config{}, fmt.Errorf("--satellite-connections %d: want at least 1", *o.satelliteConns)
+	}
 	return app.Config{HTTPAddr: *o.httpAddr, Concurrency: *o.concurrency, ShutdownGrace: d[0],
 		RescueInterval: d[1], RescueAfter: d[2], RetryWindow: d[3], ForkExpiryInterval: d[4],
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
 		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup, JobWarmSpares: max(*o.jobSpares, 0),
-		JobConcurrency: *o.jobConc, JobsPerUser: *o.jobsPerUser, JobsPerWorkspace: *o.jobsPerWS,
+		SatelliteConnections: *o.satelliteConns,
+		JobConcurrency:       *o.jobConc, JobsPerUser: *o.jobsPerUser, JobsPerWorkspace: *o.jobsPerWS,
 		RequestRetention: keep}, nil
 }
 

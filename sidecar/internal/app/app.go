@@ -20,6 +20,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
+	"github.com/dataenv/dataenv/sidecar/internal/satellite"
 	"github.com/dataenv/dataenv/sidecar/internal/workspace"
 )
 
@@ -36,7 +37,10 @@ func Run(ctx context.Context, cfg Config) error {
 	defer pool.Close()
 	reg := metrics.NewRegistry()
 	m := metrics.New(reg)
-	kinds, jobs, err := buildKinds(pool, cfg, m)
+	sats := satellite.New(satellite.Config{Control: pool, MaxConns: cfg.SatelliteConnections, Logger: cfg.Logger,
+		Kinds: map[string]request.Handler{"ping": pingHandler{}}})
+	go sats.Run(ctx)
+	kinds, jobs, err := buildKinds(pool, cfg, m, sats)
 	if err != nil {
 		return err
 	}
@@ -49,7 +53,7 @@ func Run(ctx context.Context, cfg Config) error {
 		ForkExpiryInterval: cfg.ForkExpiryInterval,
 		Registry:           kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention,
 		JobKinds: []string{job.KindRun, job.KindMaterialize, job.KindPromote}, JobConcurrency: cfg.JobConcurrency,
-		JobsPerUser: cfg.JobsPerUser, JobsPerWorkspace: cfg.JobsPerWorkspace})
+		JobsPerUser: cfg.JobsPerUser, JobsPerWorkspace: cfg.JobsPerWorkspace, SatelliteStats: sats.Stats})
 }
 
 // openPool opens the control pool every component shares. Its sessions pin search_path: the
@@ -81,7 +85,7 @@ type components struct {
 
 // buildKinds builds every area on one set of shared components and registers every request
 // kind's handler: the one place that knows them all.
-func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Registry, *job.Handlers, error) {
+func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics, sats *satellite.Service) (*request.Registry, *job.Handlers, error) {
 	log := cfg.Logger
 	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: pool.Config().ConnString(), Metrics: m, Logger: log})
 	if err != nil {
@@ -119,6 +123,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics) (*request.Re
 	forks.Register(reg)
 	conns.Register(reg)
 	comparer.Register(reg)
+	sats.Register(reg)
 	if registerTestKinds != nil {
 		registerTestKinds(reg, components{Pool: pool, Metrics: m, Logger: log, Clusters: admin, Lakes: lakeHooks})
 	}

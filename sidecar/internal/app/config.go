@@ -52,4 +52,7 @@ type Config struct {
 	// /usr/lib/postgresql/N/bin and PATH); each cluster's copies use tools at least as new as
 	// its server (sidecar/internal/pgtool).
 	PGToolsDirs []string
+	// SatelliteConnections bounds the connections to satellite databases, all satellites
+	// together (default 4; sidecar/internal/satellite).
+	SatelliteConnections int
 }

@@ -60,6 +60,9 @@ type Config struct {
 	// dispatch.Config.
 	JobKinds                                      []string
 	JobConcurrency, JobsPerUser, JobsPerWorkspace int
+	// SatelliteStats reports the connections to satellites open and in use, for the heartbeat
+	// (dataenv.sidecar_status); nil reports none.
+	SatelliteStats func() (open, inUse int)
 }
 
 func (c *Config) defaults() {
@@ -112,8 +115,27 @@ func Run(ctx context.Context, cfg Config) error {
 	return s.campaignLoop(ctx)
 }
 
-// checkSchema refuses to run against a database whose schema this binary does not match.
+// checkSchema refuses to run against a database whose schema this binary does not match. A
+// control database that cannot be reached yet (a server starting or restarting, a lost
+// connection: request.IsTransient) is waited for with capped backoff: a sidecar that a
+// supervisor starts while PostgreSQL restarts must come up when it is back, not exit.
 func (s *Sidecar) checkSchema(ctx context.Context) error {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := s.readSchema(ctx)
+		if err == nil || !request.IsTransient(err) || ctx.Err() != nil {
+			return err
+		}
+		s.cfg.Logger.Warn("control database not reachable yet; retrying", "error", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// readSchema reads the control database's schema version once and compares it with this binary's.
+func (s *Sidecar) readSchema(ctx context.Context) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("connect to control database: %w", err)

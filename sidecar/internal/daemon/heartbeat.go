@@ -10,11 +10,14 @@ import (
 )
 
 const heartbeatSQL = `
-INSERT INTO dataenv.sidecars (instance_id, hostname, pid, version, is_leader, confirmed_lsn, ready, heartbeat_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+INSERT INTO dataenv.sidecars (instance_id, hostname, pid, version, is_leader, confirmed_lsn, ready, heartbeat_at,
+                              satellite_connections_open, satellite_connections_in_use)
+VALUES ($1, $2, $3, $4, $5, $6, $7, now(), $8, $9)
 ON CONFLICT (instance_id) DO UPDATE
    SET is_leader = EXCLUDED.is_leader, confirmed_lsn = EXCLUDED.confirmed_lsn,
-       ready = EXCLUDED.ready, heartbeat_at = now()`
+       ready = EXCLUDED.ready, heartbeat_at = now(),
+       satellite_connections_open = EXCLUDED.satellite_connections_open,
+       satellite_connections_in_use = EXCLUDED.satellite_connections_in_use`
 
 const backlogSQL = `
 SELECT kind, count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'running')
@@ -48,7 +51,13 @@ func (s *Sidecar) beat(ctx context.Context) {
 		lsn = &l
 	}
 	leading := s.leading.Load() && ctx.Err() == nil
-	_, err := s.pool.Exec(ctx, heartbeatSQL, s.id, hostname(), pid(), version.Version, leading, lsn, s.ready.Load() && leading)
+	var satOpen, satInUse int
+	if s.cfg.SatelliteStats != nil {
+		satOpen, satInUse = s.cfg.SatelliteStats()
+	}
+	s.cfg.Metrics.SetSatelliteConnections(satOpen, satInUse)
+	_, err := s.pool.Exec(ctx, heartbeatSQL, s.id, hostname(), pid(), version.Version, leading, lsn, s.ready.Load() && leading,
+		satOpen, satInUse)
 	if err != nil && ctx.Err() == nil {
 		s.cfg.Logger.Warn("heartbeat failed", "error", err)
 		return

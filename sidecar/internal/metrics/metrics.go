@@ -55,6 +55,7 @@ type Metrics struct {
 	oldestUnfinished *prometheus.GaugeVec
 	limitsHit        *prometheus.CounterVec
 	forkExpirations  prometheus.Counter
+	satellites       satelliteGauges
 
 	backlogMu    sync.Mutex
 	backlogKinds map[string]struct{}
@@ -80,6 +81,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.addRunnerMetrics()
 	m.addRescuerMetrics()
 	m.addExpiryMetrics()
+	m.satellites = newSatelliteGauges()
 	if reg != nil {
 		reg.MustRegister(m.collectors()...)
 	}
@@ -94,6 +96,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.sideEffects, m.lockWait, m.objectDeletes,
 		m.runnerJobs, m.runnerDuration, m.spillStops, m.runnerCrashes, m.limitsHit,
 		m.rescued, m.oldestUnfinished, m.forkExpirations,
+		m.satellites.open, m.satellites.inUse,
 	}
 }
 
