@@ -45,19 +45,29 @@ func (runnerSuite) Run(ctx context.Context, env *Env) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var rows []PipelineRow
+	warm, err := bench.NewWarm(ctx, bench.Config{Client: client.Config{RunnerPath: bin}, CatalogDSN: dsn,
+		MetadataSchema: "dataenv_bench_paired"})
+	if err != nil {
+		return "", fmt.Errorf("the paired warm in-process job: %w", err)
+	}
+	defer warm.Close()
+	var pr PipelineReport
+	var pings []time.Duration
 	for _, iso := range []string{"plain", "jailed"} {
-		env.Progress("runner: %d jobs through the request pipeline, isolation %s", iterations, iso)
-		row, err := pipelineJobs(ctx, env, bin, iso, iterations)
+		env.Progress("runner: %d jobs paced and %d back to back through the request pipeline, isolation %s", iterations, iterations, iso)
+		rows, ps, err := pipelineJobs(ctx, env, warm, bin, iso, iterations)
 		if err != nil {
 			return "", fmt.Errorf("jobs through the pipeline (%s): %w", iso, err)
 		}
-		rows = append(rows, row)
+		pr.Rows, pings = append(pr.Rows, rows...), append(pings, ps...)
 	}
-	return fmt.Sprintf("## DuckDB job overhead (suite `runner`)\n\nMeasured on %s; the suite took %s.\n\n%s\n%s\n"+
-		"Reading: a spawned runner costs what opening DuckDB and loading the extensions costs anyway, plus the spawn and the jail; "+
-		"a warm spare (a runner started, DuckDB open and extensions loaded, before the job arrives) takes most of that off the job's path. "+
-		"Through the pipeline, a jailed job that reads a local (file://) lake does not run on a spare: the lake's directories are "+
-		"bound into the jail when a runner starts, so it gets a runner of its own.\n",
-		env.Machine(), time.Since(start).Round(time.Second), rep.String(), renderRunnerPipeline(rows, rep.InProcessWarm.Median)), nil
+	pr.Ping = percentile(pings, 50)
+	return fmt.Sprintf("## DuckDB job overhead (suite `runner`)\n\nMeasured on %s; the suite took %s.\n\n%s\n%s\n%s",
+		env.Machine(), time.Since(start).Round(time.Second), rep.String(), renderRunnerPipeline(pr),
+		runnerReading), nil
 }
+
+// runnerReading is the section's closing text.
+const runnerReading = `
+Reading: a spawned runner costs what opening DuckDB and loading the extensions costs anyway, plus the spawn and the jail; a warm spare (a runner started, DuckDB open and extensions loaded, before the job arrives) takes most of that off the job's path.
+`
