@@ -280,6 +280,9 @@ func (h *harness) forkLane(ctx context.Context, stop <-chan struct{}, lane strin
 			}
 			h.recs.own(child, cc.ID)
 		}
+		if mode != "keep_original" { // again: siblings came and went while this fork lived
+			h.checkCopyShutOut(ctx, c.ID, fork, names.ForkDatabase(fork, "crm"))
+		}
 		d, ok := h.step(ctx, lane, "drop_fork", map[string]any{"fork": fork, "cascade": true})
 		if d == nil {
 			return
@@ -367,6 +370,7 @@ func (h *harness) checkFork(ctx context.Context, id uuid.UUID, fork, mode string
 		h.recs.problem(id, probMismatch, "fork %s: datatable names %s (want %s), %d ready copies", fork, db, want, ready)
 		return
 	}
+	h.checkCopyShutOut(ctx, id, fork, want)
 	rows := parentRows
 	if mode == "schema_only" {
 		rows = 0
@@ -374,6 +378,27 @@ func (h *harness) checkFork(ctx context.Context, id uuid.UUID, fork, mode string
 	var got int
 	if err := h.queryDB(ctx, want, `SELECT count(*)::int FROM customers`, nil, &got); err != nil || got != rows {
 		h.recs.problem(id, probMismatch, "%s fork %s: customers has %d rows (want %d): %v", mode, fork, got, rows, err)
+	}
+}
+
+// checkCopyShutOut checks that a fork's copy gives no other workspace's role anything (a sibling
+// keep_original fork's role holds grants in the parent: a copy must not carry them).
+func (h *harness) checkCopyShutOut(ctx context.Context, id uuid.UUID, fork, db string) {
+	var own string
+	if err := h.queryDB(ctx, controlDB, `SELECT role FROM dataenv.workspace_roles WHERE cluster = $1 AND workspace = $2`,
+		[]any{extCluster, fork}, &own); err != nil {
+		h.recs.problem(id, probMismatch, "fork %s has no workspace role on %s: %v", fork, extCluster, err)
+		return
+	}
+	var foreign string
+	if err := h.queryDB(ctx, db, `SELECT coalesce(string_agg(DISTINCT r.rolname, ', '), '') FROM pg_shdepend s JOIN pg_roles r ON r.oid = s.refobjid
+		WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.deptype IN ('a', 'o')
+		  AND starts_with(r.rolname, $1) AND r.rolname <> $2`, []any{names.WorkspaceRolePrefix, own}, &foreign); err != nil {
+		h.recs.problem(id, probMismatch, "fork %s: read the roles of %s: %v", fork, db, err)
+		return
+	}
+	if foreign != "" {
+		h.recs.problem(id, probMismatch, "fork %s: its copy %s gives other workspaces' roles privileges or objects: %s", fork, db, foreign)
 	}
 }
 

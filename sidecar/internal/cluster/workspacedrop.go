@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -43,7 +44,7 @@ func (l *Locked) DropWorkspaceRole(ctx context.Context, workspace string) error 
 		if err := l.checkDroppableWorkspaceRole(ctx, conn, rec, id, workspaceRoleMarker(inst, workspace, rec.incarnation)); err != nil {
 			return err
 		}
-		if err := l.revokeWorkspaceRole(ctx, conn, workspace, rec.role); err != nil {
+		if err := l.revokeWorkspaceRole(ctx, conn, workspace, rec.role, id.oid); err != nil {
 			return err
 		}
 		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+ident(rec.role)); err != nil {
@@ -90,8 +91,9 @@ func (l *Locked) checkDroppableWorkspaceRole(ctx context.Context, conn *pgx.Conn
 }
 
 // revokeWorkspaceRole gives what role owns to the admin and revokes its privileges, in every
-// recorded database that still exists and in the maintenance database (shared objects).
-func (l *Locked) revokeWorkspaceRole(ctx context.Context, conn *pgx.Conn, workspace, role string) error {
+// recorded database that still exists, in every copy dataenv made for another workspace where
+// the role holds something (strayCopies), and in the maintenance database (shared objects).
+func (l *Locked) revokeWorkspaceRole(ctx context.Context, conn *pgx.Conn, workspace, role string, oid uint32) error {
 	rows, err := l.Control().Query(ctx, `SELECT database FROM dataenv.workspace_role_databases WHERE cluster = $1 AND workspace = $2 ORDER BY 1`,
 		l.cluster.Name, workspace)
 	if err != nil {
@@ -100,6 +102,16 @@ func (l *Locked) revokeWorkspaceRole(ctx context.Context, conn *pgx.Conn, worksp
 	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return retryable(fmt.Errorf("list the databases of role %q: %w", role, err))
+	}
+	stray, err := l.strayCopies(ctx, conn, workspace, oid)
+	if err != nil {
+		return err
+	}
+	for _, db := range stray {
+		if !slices.Contains(dbs, db) {
+			request.Reportf(ctx, l.rep, "workspace role "+role, "revoking", "it holds privileges in %s, a copy made for another workspace", db)
+			dbs = append(dbs, db)
+		}
 	}
 	revoke := "REASSIGN OWNED BY " + ident(role) + " TO CURRENT_USER; DROP OWNED BY " + ident(role)
 	for _, db := range dbs {
@@ -124,6 +136,41 @@ func (l *Locked) revokeWorkspaceRole(ctx context.Context, conn *pgx.Conn, worksp
 		return fmt.Errorf("revoke what role %q holds on cluster %q: %w", role, l.cluster.Name, err)
 	}
 	return nil
+}
+
+// shdependDatabasesSQL: the databases in which role $1 owns something or holds a privilege.
+const shdependDatabasesSQL = `
+SELECT DISTINCT d.datname::text FROM pg_catalog.pg_shdepend s JOIN pg_catalog.pg_database d ON d.oid = s.dbid
+ WHERE s.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND s.refobjid = $1::bigint::oid ORDER BY 1`
+
+// strayCopies are the databases dataenv made for another workspace (fork copies, schema
+// templates: dataenv.managed_databases) in which the role of workspace holds something. A copy
+// never carries grants to another workspace's role (the workspaces area maps or leaves them
+// out), so these are privileges that reached it anyway; they are dataenv's to take back when the
+// role goes, where privileges in a database dataenv did not make are not (the drop is refused).
+func (l *Locked) strayCopies(ctx context.Context, conn *pgx.Conn, workspace string, oid uint32) ([]string, error) {
+	if oid == 0 {
+		return nil, nil
+	}
+	rows, err := conn.Query(ctx, shdependDatabasesSQL, int64(oid))
+	if err != nil {
+		return nil, retryable(fmt.Errorf("list the databases where role %d holds something: %w", oid, err))
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(held) == 0 {
+		return nil, retryable(err)
+	}
+	rows, err = l.Control().Query(ctx, `SELECT name FROM dataenv.managed_databases
+		WHERE cluster = $1 AND name = ANY($2) AND for_workspace IS NOT NULL AND for_workspace <> $3 ORDER BY 1`,
+		l.cluster.Name, held, workspace)
+	if err != nil {
+		return nil, retryable(fmt.Errorf("look up the copies among %v: %w", held, err))
+	}
+	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, retryable(err)
+	}
+	return dbs, nil
 }
 
 func databaseExists(ctx context.Context, conn *pgx.Conn, db string) (bool, error) {

@@ -253,6 +253,16 @@ func (l *Locked) convergeWorkspaceRole(ctx context.Context, conn *pgx.Conn, role
 	case id.exists && rec.oid != 0 && id.oid != rec.oid:
 		return "", request.Refusef("role %q on cluster %q has OID %d, but dataenv recorded OID %d for workspace %q: it is not the role dataenv created; left untouched",
 			role.Name, l.cluster.Name, id.oid, rec.oid, role.Workspace)
+	case !id.exists && rec.oid != 0:
+		// The recorded role is gone: a drop that stopped between DROP ROLE and removing the
+		// record (a crash, a terminated session), or someone dropped it. The record's OID
+		// describes nothing any more; the role made now is recorded in its place, or the next
+		// call would refuse dataenv's own role as "not the role dataenv created".
+		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.workspace_roles SET role_oid = NULL WHERE cluster = $1 AND workspace = $2 AND role_oid = $3`,
+			l.cluster.Name, role.Workspace, int64(rec.oid)); err != nil {
+			return "", retryable(fmt.Errorf("forget the OID of the dropped role %q: %w", role.Name, err))
+		}
+		rec.oid = 0
 	}
 	if !rec.exists {
 		if _, err := l.Control().Exec(ctx, `INSERT INTO dataenv.workspace_roles (cluster, workspace, role, incarnation) VALUES ($1, $2, $3, $4)`,

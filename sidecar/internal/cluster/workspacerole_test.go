@@ -250,6 +250,35 @@ func TestDropWorkspaceRoleAndRecreate(t *testing.T) {
 	}
 }
 
+// A drop of a workspace role that stopped between DROP ROLE and removing the role's record (a
+// kill, a terminated session) leaves a record whose OID names no role: the next EnsureWorkspaceRole
+// makes the role again and records its OID, instead of refusing its own role from then on.
+func TestWorkspaceRoleAfterAnInterruptedDrop(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	name := f.workspace("prod")
+	old, err := f.ensureRole("prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, f.ext(), "DROP ROLE "+ident(name))
+	f.admin.ForgetWorkspaceRoles()
+	role, err := f.ensureRole("prod")
+	if err != nil {
+		t.Fatalf("ensure after the role was dropped under its record: %v", err)
+	}
+	if role.OID == old.OID {
+		t.Fatal("the OID did not change")
+	}
+	if rec := queryInt(t, f.sql, `SELECT role_oid::bigint FROM dataenv.workspace_roles WHERE cluster = $1 AND workspace = 'prod'`, f.name); rec != int(role.OID) {
+		t.Fatalf("recorded OID %d, the role has %d", rec, role.OID)
+	}
+	f.admin.ForgetWorkspaceRoles()
+	if again, err := f.ensureRole("prod"); err != nil || again.OID != role.OID {
+		t.Fatalf("ensure once more: %+v %v", again, err)
+	}
+}
+
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // RotateWorkspacePassword gives the role a new password (the old one is refused by the server),

@@ -118,7 +118,8 @@ func (j finishJob) finishObjects(ctx context.Context, tx pgx.Tx) ([]notCarried, 
 		}
 		left = append(left, still...)
 	}
-	return left, nil
+	more, err := j.shutOutForeignRoles(ctx, tx)
+	return append(left, more...), err
 }
 
 // reownSQL lists the objects of the copy owned by roles $1 (other than $2) that belong to no
