@@ -350,17 +350,14 @@ func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, i
 	if err := res.r.Registry.Register(ctx, ns, res.rep); err != nil {
 		return "", err
 	}
-	if _, err := res.r.Access.Grant(ctx, ns, res.ws.ID, AccessWrite, res.rep); err != nil {
+	cc, err := res.grantAndConnect(ctx, ns)
+	if err != nil {
 		return "", err
 	}
 	if err := res.plan.addDir(ns, !hasOption(a.Options, "READ_ONLY")); err != nil {
 		return "", err
 	}
 	res.recordOwn(ctx, name, ns, a)
-	cc, err := res.cats.Conn(ctx, l.CatalogCluster, l.CatalogDatabase)
-	if err != nil {
-		return "", err
-	}
 	var prelude []string
 	toolsBefore := len(res.plan.Tools)
 	if ns.Forked && !hasOption(a.Options, "READ_ONLY") {
