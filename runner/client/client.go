@@ -138,17 +138,26 @@ func (c *Client) process(mode Isolation, mounts []Mount) (p *process, warm bool,
 	for {
 		spare := c.takeSpare(key)
 		if spare == nil {
-			break
+			// A spare being started (its process not up yet) is ahead of a new runner: wait for it.
+			c.mu.Lock()
+			starting := c.waitStartingLocked(key)
+			c.mu.Unlock()
+			if starting == nil {
+				break
+			}
+			<-starting
+			continue
 		}
 		select {
 		case <-spare.done: // died while waiting: not usable
 			spare.cleanup()
 		default:
-			go c.refill(key)
+			c.refillAsync(key)
 			return spare, true, afterwards, nil
 		}
 	}
-	afterwards = func() { go c.refill(key) }
+	// Reserved before the job's result is returned: the caller's next job finds it.
+	afterwards = func() { c.refillAsync(key) }
 	p, err = c.spawn(mode, true, mounts)
 	return p, false, afterwards, err
 }

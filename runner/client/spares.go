@@ -240,36 +240,72 @@ func (c *Client) prewarmKey(ctx context.Context, key spareKey) error {
 func (c *Client) refill(key spareKey) {
 	for {
 		c.mu.Lock()
-		if !c.wantsSparesLocked(key) {
-			c.mu.Unlock()
-			return
-		}
-		pool := c.poolLocked(key, nil, false)
-		if len(pool.spares)+pool.starting >= c.cfg.WarmSpares {
-			c.mu.Unlock()
-			return
-		}
-		pool.starting++
-		mounts := pool.mounts
+		pool := c.reserveLocked(key)
 		c.mu.Unlock()
-		p, err := c.spawnSpare(key, mounts)
-		c.mu.Lock()
-		pool.starting--
-		close(c.changed)
-		c.changed = make(chan struct{})
-		if err != nil {
-			c.mu.Unlock()
-			c.cfg.Logger.Warn("start a spare DuckDB runner", "isolation", key.mode, "mounts", len(mounts), "error", err)
+		if pool == nil || !c.startReserved(key, pool) {
 			return
 		}
-		if !c.wantsSparesLocked(key) || c.pools[key] != pool {
-			c.mu.Unlock()
-			go discard(p)
-			return
-		}
-		pool.spares = append(pool.spares, p)
-		c.mu.Unlock()
 	}
+}
+
+// refillAsync reserves the first spare to start for key before it returns (so that a job that
+// comes next finds it starting and waits for it rather than starting a runner of its own), and
+// starts it and the rest in the background.
+func (c *Client) refillAsync(key spareKey) {
+	c.mu.Lock()
+	pool := c.reserveLocked(key)
+	c.mu.Unlock()
+	if pool != nil {
+		go func() {
+			if c.startReserved(key, pool) {
+				c.refill(key)
+			}
+		}()
+	}
+}
+
+// reserveLocked counts one more spare of key as starting, or returns nil when the pool is full
+// (or key wants none).
+func (c *Client) reserveLocked(key spareKey) *sparePool {
+	if !c.wantsSparesLocked(key) {
+		return nil
+	}
+	pool := c.poolLocked(key, nil, false)
+	if len(pool.spares)+pool.starting >= c.cfg.WarmSpares {
+		return nil
+	}
+	pool.starting++
+	return pool
+}
+
+// startReserved starts the spare reserved in pool and adds it; false when it could not be
+// started or is not wanted any more.
+func (c *Client) startReserved(key spareKey, pool *sparePool) bool {
+	p, err := c.spawnSpare(key, pool.mounts)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pool.starting--
+	close(c.changed)
+	c.changed = make(chan struct{})
+	if err != nil {
+		c.cfg.Logger.Warn("start a spare DuckDB runner", "isolation", key.mode, "mounts", len(pool.mounts), "error", err)
+		return false
+	}
+	if !c.wantsSparesLocked(key) || c.pools[key] != pool {
+		go discard(p)
+		return false
+	}
+	pool.spares = append(pool.spares, p)
+	return true
+}
+
+// waitStartingLocked returns a channel closed once a spare of key being started is up (or failed
+// to start); nil when none is being started. Call with c.mu held.
+func (c *Client) waitStartingLocked(key spareKey) <-chan struct{} {
+	if p := c.pools[key]; p != nil && p.starting > 0 {
+		return c.changed
+	}
+	return nil
 }
 
 // spawnSpare starts a preloading runner for key, after checking that its mounts are still the
