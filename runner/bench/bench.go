@@ -61,23 +61,11 @@ type Report struct {
 // Overhead runs the three variants Iterations times each, in the same process and run, and
 // reports medians and ratios. The lake (one table) is created first and left in the catalog.
 func Overhead(ctx context.Context, cfg Config) (Report, error) {
-	if cfg.CatalogDSN == "" {
-		return Report{}, errors.New("bench: Config.CatalogDSN (the DuckLake catalog database) is required")
+	cfg, cleanup, err := cfg.withDefaults()
+	if err != nil {
+		return Report{}, err
 	}
-	if cfg.Iterations <= 0 {
-		cfg.Iterations = 20
-	}
-	if cfg.MetadataSchema == "" {
-		cfg.MetadataSchema = "dataenv_bench"
-	}
-	if cfg.DataPath == "" {
-		dir, err := os.MkdirTemp("", "dataenv-bench-lake-")
-		if err != nil {
-			return Report{}, err
-		}
-		defer os.RemoveAll(dir)
-		cfg.DataPath = dir + string(filepath.Separator)
-	}
+	defer cleanup()
 	cold, err := client.New(cfg.Client)
 	if err != nil {
 		return Report{}, err
@@ -129,6 +117,73 @@ func Overhead(ctx context.Context, cfg Config) (Report, error) {
 	rep.WarmVsWarmRatio = float64(rep.WarmSpare.Median) / float64(rep.InProcessWarm.Median)
 	return rep, nil
 }
+
+// withDefaults fills in cfg's defaults; cleanup removes the temporary data path it made.
+func (cfg Config) withDefaults() (Config, func(), error) {
+	if cfg.CatalogDSN == "" {
+		return cfg, nil, errors.New("bench: Config.CatalogDSN (the DuckLake catalog database) is required")
+	}
+	if cfg.Iterations <= 0 {
+		cfg.Iterations = 20
+	}
+	if cfg.MetadataSchema == "" {
+		cfg.MetadataSchema = "dataenv_bench"
+	}
+	cleanup := func() {}
+	if cfg.DataPath == "" {
+		dir, err := os.MkdirTemp("", "dataenv-bench-lake-")
+		if err != nil {
+			return cfg, nil, err
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		cfg.DataPath = dir + string(filepath.Separator)
+	}
+	return cfg, cleanup, nil
+}
+
+// Warm is the warm in-process variant (DuckDB already open with the extensions loaded), one job
+// at a time, for a caller that interleaves it with measurements of its own so that both see the
+// same load on a machine where it drifts.
+type Warm struct {
+	j       *job
+	cleanup func()
+}
+
+// NewWarm sets up the bench lake (its own METADATA_SCHEMA and DATA_PATH when cfg names none: use
+// one Overhead does not) and returns its warm in-process variant. Close it.
+func NewWarm(ctx context.Context, cfg Config) (*Warm, error) {
+	cfg, cleanup, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	extDir := cfg.Client.ExtensionDir
+	if extDir == "" {
+		if extDir, err = extension.Dir(); err != nil {
+			cleanup()
+			return nil, err
+		}
+	}
+	w := &Warm{j: newJob(cfg, extDir), cleanup: cleanup}
+	if err := w.j.setUp(ctx); err != nil {
+		cleanup()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Time opens DuckDB and loads the required extensions (untimed), then times the job on it.
+func (w *Warm) Time(ctx context.Context) (time.Duration, error) {
+	in, err := engine.Open(ctx, w.j.extDir, extension.Required...)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	err = w.j.onInstance(ctx, in)
+	return time.Since(start), err
+}
+
+// Close removes the temporary data path.
+func (w *Warm) Close() { w.cleanup() }
 
 // measure times fn n times; before, when set, runs untimed ahead of each call.
 func measure(n int, fn, before func() error) (Stats, error) {

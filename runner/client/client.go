@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,10 +14,9 @@ type Client struct {
 	cfg       Config
 	installMu sync.Mutex
 
-	mu     sync.Mutex
-	spares map[Isolation][]*process
-	// starting counts spares being started per mode, so concurrent refills do not overshoot.
-	starting map[Isolation]int
+	mu sync.Mutex
+	// pools are the warm spares, per isolation mode and (jailed) set of mounts (spares.go).
+	pools map[spareKey]*sparePool
 	// changed is closed (and replaced) whenever a spare has started or failed to.
 	changed chan struct{}
 	closed  bool
@@ -33,8 +31,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.CgroupParent != "" {
 		sweepStaleCgroups(cfg.CgroupParent)
 	}
-	return &Client{cfg: cfg, spares: map[Isolation][]*process{}, starting: map[Isolation]int{},
-		changed: make(chan struct{})}, nil
+	return &Client{cfg: cfg, pools: map[spareKey]*sparePool{}, changed: make(chan struct{})}, nil
 }
 
 // Config returns the client's configuration with defaults filled in.
@@ -57,15 +54,12 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, warm, err := c.process(mode, job.Mounts)
+	p, warm, afterwards, err := c.process(mode, job.Mounts)
 	if err != nil {
 		return nil, err
 	}
+	defer afterwards()
 	defer p.cleanup()
-	if c.cfg.WarmSpare {
-		// The next spare warms up once this job is done, not while it competes for the CPU.
-		defer func() { go c.refill(mode) }()
-	}
 	if job.Started != nil {
 		job.Started(p.cmd.Process.Pid)
 	}
@@ -127,142 +121,45 @@ func (c *Client) prepare(ctx context.Context, job Job) (Isolation, *protocol.Req
 	return mode, req, nil
 }
 
-// process returns a runner for mode: the warm spare when there is a live one, else a new one.
-// A jailed job with mounts gets a runner of its own (a spare's mounts are set already).
-func (c *Client) process(mode Isolation, mounts []Mount) (*process, bool, error) {
-	if mode != IsolationJailed {
-		mounts = nil
-	}
-	if !c.cfg.WarmSpare || len(mounts) > 0 {
+// process returns a runner for mode and mounts (a jailed job's): a live warm spare kept for
+// exactly that, else a new one. A taken spare is replaced at once, so that the replacement warms
+// while this job runs and the next job finds it ready; without one the pool is refilled once the
+// job is done (afterwards), so that no spare's start competes with the job's own cold start.
+func (c *Client) process(mode Isolation, mounts []Mount) (p *process, warm bool, afterwards func(), err error) {
+	key, mounts, ok := keyOf(mode, mounts)
+	afterwards = func() {}
+	if !c.cfg.WarmSpare || !ok {
 		p, err := c.spawn(mode, false, mounts)
-		return p, false, err
+		return p, false, afterwards, err
 	}
+	c.mu.Lock()
+	c.poolLocked(key, mounts, true)
+	c.mu.Unlock()
 	for {
-		spare := c.takeSpare(mode)
+		spare := c.takeSpare(key)
 		if spare == nil {
-			break
+			// A spare being started (its process not up yet) is ahead of a new runner: wait for it.
+			c.mu.Lock()
+			starting := c.waitStartingLocked(key)
+			c.mu.Unlock()
+			if starting == nil {
+				break
+			}
+			<-starting
+			continue
 		}
 		select {
 		case <-spare.done: // died while waiting: not usable
 			spare.cleanup()
 		default:
-			return spare, true, nil
+			c.refillAsync(key)
+			return spare, true, afterwards, nil
 		}
 	}
-	p, err := c.spawn(mode, true, nil)
-	return p, false, err
-}
-
-// takeSpare removes the oldest spare of mode from the pool (nil when there is none): whoever
-// takes it is its only user.
-func (c *Client) takeSpare(mode Isolation) *process {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	pool := c.spares[mode]
-	if len(pool) == 0 {
-		return nil
-	}
-	p := pool[0]
-	c.spares[mode] = pool[1:]
-	return p
-}
-
-// Spares is how many spare runners of mode are in the pool now.
-func (c *Client) Spares(mode Isolation) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.spares[mode])
-}
-
-// Prewarm fills the pool of spare runners for mode (WarmSpares of them; Config.WarmSpare or
-// WarmSpares only) and waits until each has DuckDB open with the required extensions loaded,
-// or ctx ends.
-func (c *Client) Prewarm(ctx context.Context, mode Isolation) error {
-	if !c.cfg.WarmSpare {
-		return errors.New("Prewarm needs Config.WarmSpare or Config.WarmSpares")
-	}
-	m, err := resolve(mode, c.cfg.Isolation, c.cfg.Jail)
-	if err != nil {
-		return err
-	}
-	c.refill(m)
-	var pool []*process
-	for {
-		c.mu.Lock()
-		pool = append([]*process(nil), c.spares[m]...)
-		starting, changed := c.starting[m], c.changed
-		c.mu.Unlock()
-		if starting == 0 {
-			break
-		}
-		// Another refill is starting spares: wait for it.
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if len(pool) == 0 {
-		return fmt.Errorf("no spare %s runner could be started", m)
-	}
-	for _, p := range pool {
-		select {
-		case <-p.ready:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// refill starts spares of mode until the pool holds WarmSpares (counting those starting).
-func (c *Client) refill(mode Isolation) {
-	for {
-		c.mu.Lock()
-		if c.closed || len(c.spares[mode])+c.starting[mode] >= c.cfg.WarmSpares {
-			c.mu.Unlock()
-			return
-		}
-		c.starting[mode]++
-		c.mu.Unlock()
-		p, err := c.spawn(mode, true, nil)
-		c.mu.Lock()
-		c.starting[mode]--
-		close(c.changed)
-		c.changed = make(chan struct{})
-		if err != nil {
-			c.mu.Unlock()
-			c.cfg.Logger.Warn("start a spare DuckDB runner", "isolation", mode, "error", err)
-			return
-		}
-		if c.closed {
-			c.mu.Unlock()
-			go discard(p)
-			return
-		}
-		c.spares[mode] = append(c.spares[mode], p)
-		c.mu.Unlock()
-	}
-}
-
-// Close stops the spare runners.
-func (c *Client) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	spares := c.spares
-	c.spares = map[Isolation][]*process{}
-	c.mu.Unlock()
-	for _, pool := range spares {
-		for _, p := range pool {
-			discard(p)
-		}
-	}
-	return nil
-}
-
-func discard(p *process) {
-	p.kill()
-	p.cleanup()
+	// Reserved before the job's result is returned: the caller's next job finds it.
+	afterwards = func() { c.refillAsync(key) }
+	p, err = c.spawn(mode, true, mounts)
+	return p, false, afterwards, err
 }
 
 // diskCap is the job's disk limit: Job.DiskCap, else Config.SpillCap.

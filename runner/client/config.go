@@ -28,6 +28,9 @@ const (
 	resultOverheadBytes = 4 << 20
 )
 
+// DefaultMountedSpareSets is Config.MountedSpareSets's default.
+const DefaultMountedSpareSets = 4
+
 // Config configures a Client. The zero value works: every field has a documented default.
 type Config struct {
 	// RunnerPath is the dataenv-runner binary. Default: $DATAENV_RUNNER_PATH, else
@@ -73,8 +76,16 @@ type Config struct {
 	WarmSpare bool
 	// WarmSpares is how many spare runners are kept per isolation mode (0: none, unless
 	// WarmSpare). Each runs one job and exits: a spare is never reused; a new one is started in
-	// the background once the job that took one is done.
+	// the background as soon as a job takes one (it warms while that job runs), or once the job
+	// is done when the job found none.
 	WarmSpares int
+	// MountedSpareSets is how many sets of Job.Mounts (a jailed job's local lake directories)
+	// keep WarmSpares spares of their own: a jail's mounts are fixed when it starts, so a spare
+	// is bound to exactly one set and serves only jobs with exactly that set, the directories
+	// being the same ones (device and inode) as when it started. A set earns spares at its
+	// second job; past this many sets the least recently used lose theirs. Default
+	// DefaultMountedSpareSets; negative: jailed jobs with mounts never run on a spare.
+	MountedSpareSets int
 	// Logger receives one line per job. Default: discard.
 	Logger *slog.Logger
 }
@@ -114,6 +125,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case c.MountedSpareSets == 0:
+		c.MountedSpareSets = DefaultMountedSpareSets
+	case c.MountedSpareSets < 0:
+		c.MountedSpareSets = 0
 	}
 	if c.WarmSpare && c.WarmSpares < 1 {
 		c.WarmSpares = 1

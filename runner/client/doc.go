@@ -39,6 +39,9 @@
 //
 // With Config.WarmSpares (or WarmSpare, one) the client keeps that many runners per isolation
 // mode started ahead of the next job (process up, DuckDB open, the required extensions loaded);
-// each runs one job and exits, and a new one is started in the background. Prewarm fills the
-// pool and waits for it.
+// each runs one job and exits, and a new one is started in the background as soon as a job takes
+// one. A jailed job with Job.Mounts can only run on a jail started with exactly those mounts:
+// Config.MountedSpareSets sets of mounts (the same directories, by device and inode) keep spares
+// of their own, from a set's second job on. Prewarm (PrewarmMounted) fills a pool and waits for
+// it.
 package client

@@ -2,6 +2,9 @@ package client_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -75,6 +78,63 @@ func TestWarmSparePoolNeverReusesARunner(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, "the pool is refilled to 2", func() bool { return c.Spares(client.IsolationPlain) == 2 })
+	c.Close()
+	assertEmptyDir(t, root)
+}
+
+// Jailed jobs with mounts (a local lake) get spares of their own: from the second job of a set
+// of mounts on, the next one runs on a spare bound to exactly those directories, and sees them
+// as a new runner would. A directory removed and created again under the same path is another
+// directory: the spare bound to the old one is not used for it.
+func TestJailedSparesForAMountSet(t *testing.T) {
+	c, root := newClient(t, client.Config{Isolation: client.IsolationJailed, WarmSpares: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lake := filepath.Join(t.TempDir(), "lake")
+	if err := os.Mkdir(lake, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mounts := []client.Mount{{Path: lake, Writable: true}}
+	run := func(i int, sql string) *client.Result {
+		t.Helper()
+		res, err := c.Run(ctx, client.Job{Blocks: []string{sql}, Mounts: mounts})
+		if err != nil {
+			t.Fatalf("job %d: %v", i, err)
+		}
+		return res
+	}
+	count := "SELECT count(*) FROM glob(" + sqlString(lake+"/*") + ")"
+	for i := 0; i < 2; i++ {
+		if res := run(i, "COPY (SELECT 1 AS x) TO "+sqlString(fmt.Sprintf("%s/%d.csv", lake, i))); res.Warm {
+			t.Fatalf("job %d of a new set of mounts ran on a spare", i)
+		}
+	}
+	if err := c.PrewarmMounted(ctx, mounts); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Spares(client.IsolationJailed); n != 0 {
+		t.Fatalf("%d spares without mounts; the mounted set's spares are kept apart", n)
+	}
+	res := run(2, count)
+	if !res.Warm || string(res.Results[0].Rows[0][0]) != "2" {
+		t.Fatalf("third job: warm %v, files seen %s; want a spare that sees the 2 files", res.Warm, res.Results[0].Rows[0][0])
+	}
+	if err := c.PrewarmMounted(ctx, mounts); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(lake); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(lake, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.MountedSpares(mounts); n != 0 {
+		t.Fatalf("%d spares for the new directory; the one kept is bound to the removed directory", n)
+	}
+	if res := run(3, count); res.Warm || string(res.Results[0].Rows[0][0]) != "0" {
+		t.Fatalf("job in the new directory: warm %v, files seen %s; want a runner of its own in the empty directory",
+			res.Warm, res.Results[0].Rows[0][0])
+	}
 	c.Close()
 	assertEmptyDir(t, root)
 }

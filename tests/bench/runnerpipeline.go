@@ -8,38 +8,62 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dataenv/dataenv/runner/bench"
 )
 
 // pipelineJob is the bench job through the whole request pipeline: dataenv.run inserted, decoded,
 // claimed, the job run on a runner (a warm spare where one is kept), the outcome written and seen
-// by dataenv.wait. The SQL is the overhead job's: ATTACH a DuckLake catalog, a trivial query.
-const pipelineJob = "ATTACH 'ducklake://main' AS dl;\nSELECT count(*) FROM duckdb_tables()"
+// by dataenv.wait. The work is the overhead job's: ATTACH a DuckLake catalog, count a table of
+// 1000 rows (pipelineTable, made first).
+const (
+	pipelineTable = "ATTACH 'ducklake://main' AS dl;\nCREATE TABLE dl.bench AS SELECT range AS id FROM range(1000)"
+	pipelineJob   = "ATTACH 'ducklake://main' AS dl;\nSELECT count(*) FROM dl.bench"
+)
 
-// PipelineRow is one isolation mode of jobs through the pipeline.
+// pipelinePause is the time between two jobs of the "paced" rows: what a person running one
+// job after another leaves, and enough for the pool's replacement spare to be warm.
+const pipelinePause = 1500 * time.Millisecond
+
+// PipelineRow is one way of running jobs through the pipeline.
 type PipelineRow struct {
 	Isolation string
-	Note      string
-	Median    time.Duration
-	P90       time.Duration
+	// Paced: pipelinePause between jobs (else back to back).
+	Paced  bool
+	Note   string
+	Median time.Duration
+	P90    time.Duration
+	// Baseline is the median of the warm in-process job timed just before each job (the same
+	// load), and Overhead the median of each job's time minus its baseline's.
+	Baseline, Overhead time.Duration
+	// Claim (insert to the handler's start), Run (the handler: resolve, job, result) and
+	// Outcome (the outcome UPDATE to the client seeing it): medians.
+	Claim, Run, Outcome time.Duration
 }
 
-// pipelineJobs measures n jobs (after two to warm up) through a sidecar whose jobs run in
-// isolation with the default pool of warm spares, each job waited for before the next.
-func pipelineJobs(ctx context.Context, env *Env, bin, isolation string, n int) (PipelineRow, error) {
-	row := PipelineRow{Isolation: isolation}
+// PipelineReport is the pipeline rows and the ping round trip through the same sidecars.
+type PipelineReport struct {
+	Rows []PipelineRow
+	Ping time.Duration
+}
+
+// pipelineSidecar starts a sidecar whose jobs run in isolation with the default pool of warm
+// spares, on a workspace "bench" with one DuckLake lake on a local directory.
+func pipelineSidecar(ctx context.Context, env *Env, bin, isolation string) (*benchSidecar, func(), error) {
 	s, err := installedControl(ctx, env, "bench_runner_pipeline_"+isolation, "DATAENV_RUNNER_PATH="+bin,
 		"DATAENV_JOB_ISOLATION="+isolation)
 	if err != nil {
-		return row, err
+		return nil, nil, err
 	}
-	defer s.close()
 	dir, err := os.MkdirTemp("", "dataenv-bench-pipeline-")
 	if err != nil {
-		return row, err
+		s.close()
+		return nil, nil, err
 	}
-	defer os.RemoveAll(dir)
+	done := func() { s.close(); os.RemoveAll(dir) }
 	if _, err := env.CreateDatabase(ctx, "bench_runner_pipeline_catalog_"+isolation); err != nil {
-		return row, err
+		done()
+		return nil, nil, err
 	}
 	for _, q := range []struct {
 		sql  string
@@ -52,42 +76,116 @@ func pipelineJobs(ctx context.Context, env *Env, bin, isolation string, n int) (
 		{`SELECT dataenv.add_lake('bench', 'main', 'instance', $1, 'local', 'lakes/bench')`, []any{"bench_runner_pipeline_catalog_" + isolation}},
 	} {
 		if _, err := s.pool.Exec(ctx, q.sql, q.args...); err != nil {
-			return row, fmt.Errorf("%s: %w", q.sql, err)
+			done()
+			return nil, nil, fmt.Errorf("%s: %w", q.sql, err)
 		}
 	}
-	var times []time.Duration
-	var warm int
-	for i := 0; i < n+2; i++ {
+	if _, err := s.handle(ctx, "run", map[string]any{"workspace": "bench", "sql": pipelineTable}); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return s, done, nil
+}
+
+// pipelineJobs measures, for one isolation mode, n jobs paced and n back to back (after two to
+// warm up, which also give a jailed job's set of lake directories its spares), each job waited
+// for before the next, and n pings.
+func pipelineJobs(ctx context.Context, env *Env, warm *bench.Warm, bin, isolation string, n int) ([]PipelineRow, []time.Duration, error) {
+	s, done, err := pipelineSidecar(ctx, env, bin, isolation)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer done()
+	var rows []PipelineRow
+	for _, paced := range []bool{true, false} {
+		row, err := s.timeJobs(ctx, warm, isolation, paced, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, row)
+	}
+	var pings []time.Duration
+	for i := 0; i < 4*n; i++ {
 		start := time.Now()
-		res, err := s.handle(ctx, "run", map[string]any{"workspace": "bench", "sql": pipelineJob})
+		if _, err := s.handle(ctx, "ping", map[string]any{}); err != nil {
+			return nil, nil, err
+		}
+		pings = append(pings, time.Since(start))
+	}
+	return rows, pings, nil
+}
+
+// timeJobs runs n+2 jobs and times the last n, each just after a warm in-process job.
+func (s *benchSidecar) timeJobs(ctx context.Context, warm *bench.Warm, isolation string, paced bool, n int) (PipelineRow, error) {
+	row := PipelineRow{Isolation: isolation, Paced: paced}
+	var times, bases, overs, claims, runs, outcomes []time.Duration
+	spares := 0
+	for i := 0; i < n+2; i++ {
+		if paced {
+			time.Sleep(pipelinePause)
+		}
+		base, err := warm.Time(ctx)
+		if err != nil {
+			return row, fmt.Errorf("warm in-process job: %w", err)
+		}
+		start := time.Now()
+		res, id, err := s.handleID(ctx, "run", map[string]any{"workspace": "bench", "sql": pipelineJob})
 		if err != nil {
 			return row, err
 		}
-		if i >= 2 {
-			times = append(times, time.Since(start))
-			var out struct {
-				Warm bool `json:"warm"`
-			}
-			if json.Unmarshal(res, &out) == nil && out.Warm {
-				warm++
-			}
+		took := time.Since(start)
+		if i < 2 {
+			continue
+		}
+		var claim, run time.Duration
+		if err := s.pool.QueryRow(ctx, `SELECT started_at - created_at, finished_at - started_at FROM dataenv.requests WHERE id = $1`,
+			id).Scan(&claim, &run); err != nil {
+			return row, err
+		}
+		times, claims, runs, outcomes = append(times, took), append(claims, claim), append(runs, run), append(outcomes, took-claim-run)
+		bases, overs = append(bases, base), append(overs, took-base)
+		var out struct {
+			Warm bool `json:"warm"`
+		}
+		if json.Unmarshal(res, &out) == nil && out.Warm {
+			spares++
 		}
 	}
-	slices.Sort(times)
-	row.Median, row.P90 = times[len(times)/2], times[len(times)*9/10]
-	row.Note = fmt.Sprintf("%d of %d jobs on a warm spare", warm, n)
+	row.Median, row.P90 = percentile(times, 50), percentile(times, 90)
+	row.Claim, row.Run, row.Outcome = percentile(claims, 50), percentile(runs, 50), percentile(outcomes, 50)
+	row.Baseline, row.Overhead = percentile(bases, 50), percentile(overs, 50)
+	row.Note = fmt.Sprintf("%d of %d jobs on a warm spare", spares, n)
 	return row, nil
 }
 
-// renderPipeline is the table of jobs through the pipeline against the warm in-process baseline.
-func renderRunnerPipeline(rows []PipelineRow, baseline time.Duration) string {
+func percentile(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)*p/100, len(s)-1)]
+}
+
+// renderRunnerPipeline is the table of jobs through the pipeline against the warm in-process
+// job timed just before each, with the overhead and what is left of it past a ping's round trip.
+func renderRunnerPipeline(r PipelineReport) string {
 	var b strings.Builder
-	b.WriteString("\nThe same job through the whole request pipeline (`dataenv.run` inserted → outcome seen by `dataenv.wait`), " +
-		"a real sidecar with its default pool of warm spares, one job at a time:\n\n")
-	b.WriteString("| jobs run | median | p90 | vs warm in-process | runners |\n| --- | --- | --- | --- | --- |\n")
-	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %s ms | %s ms | %.2f× | %s |\n", r.Isolation, ms(r.Median), ms(r.P90),
-			float64(r.Median)/float64(baseline), r.Note)
+	fmt.Fprintf(&b, "\nThe same job through the whole request pipeline (`dataenv.run` inserted → outcome seen by `dataenv.wait`), "+
+		"a real sidecar with its default pool of warm spares, one job at a time: paced (%s between jobs, as a person runs them one "+
+		"after another: the spare that replaces a taken one is warm by the next job) and back to back (the next job is inserted as soon "+
+		"as the last one's outcome is seen). Each job is paired with the warm in-process job (the table's third row) run just before it, "+
+		"so that both see the same load: baseline is the median of those, overhead the median of each pair's difference. "+
+		"A `ping` through the same sidecars (insert, decode, dispatch, outcome written and seen; no job) took %s ms (median). "+
+		"Claim: insert to the handler's start; run: the handler (resolve, job on the runner, result); outcome: the outcome's commit "+
+		"until the client sees it (medians).\n\n", pipelinePause, ms(r.Ping))
+	b.WriteString("| jobs run | median | p90 | baseline | median / baseline | overhead | overhead minus ping | claim / run / outcome | runners |\n" +
+		"| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, row := range r.Rows {
+		how := "back to back"
+		if row.Paced {
+			how = "paced"
+		}
+		fmt.Fprintf(&b, "| %s, %s | %s ms | %s ms | %s ms | %.2f× | %s ms | %s ms | %s / %s / %s ms | %s |\n", row.Isolation, how,
+			ms(row.Median), ms(row.P90), ms(row.Baseline), float64(row.Median)/float64(row.Baseline), ms(row.Overhead),
+			ms(row.Overhead-r.Ping), ms(row.Claim), ms(row.Run), ms(row.Outcome), row.Note)
 	}
 	return b.String()
 }

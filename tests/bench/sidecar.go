@@ -122,6 +122,22 @@ func (s *benchSidecar) handleTimed(ctx context.Context, kind string, args map[st
 	if err := s.pool.QueryRow(ctx, `INSERT INTO dataenv.requests (kind, args) VALUES ($1, $2) RETURNING id::text`, kind, raw).Scan(&id); err != nil {
 		return nil, 0, fmt.Errorf("request %s: %w", kind, err)
 	}
+	return s.waitFor(ctx, kind, id)
+}
+
+// handleID is handle, and also returns the request's id.
+func (s *benchSidecar) handleID(ctx context.Context, kind string, args map[string]any) (json.RawMessage, string, error) {
+	raw, _ := json.Marshal(args)
+	var id string
+	if err := s.pool.QueryRow(ctx, `INSERT INTO dataenv.requests (kind, args) VALUES ($1, $2) RETURNING id::text`, kind, raw).Scan(&id); err != nil {
+		return nil, "", fmt.Errorf("request %s: %w", kind, err)
+	}
+	res, _, err := s.waitFor(ctx, kind, id)
+	return res, id, err
+}
+
+// waitFor waits for request id of kind; one that did not succeed is an error.
+func (s *benchSidecar) waitFor(ctx context.Context, kind, id string) (json.RawMessage, time.Duration, error) {
 	for {
 		var status string
 		var result []byte

@@ -285,3 +285,41 @@ func TestPingDoesNotWaitForJobs(t *testing.T) {
 		}
 	}
 }
+
+// Jailed jobs on a local lake bind its directories into the jail, so they run on spares kept for
+// exactly those directories: from the third job of a workspace's lake on (a set of directories
+// earns spares at its second job), each job runs on a warm spare and sees the lake as a runner
+// of its own would. Another workspace's lake is another set: its first job starts a runner of its
+// own.
+func TestJailedJobsOnALocalLakeRunOnSpares(t *testing.T) {
+	e := newEnv(t)
+	mustExec(t, e.conn, `SELECT dataenv.add_storage('st', $1)`, "file://"+t.TempDir())
+	for _, ws := range []string{"prod", "other"} {
+		e.workspace(ws, "")
+		mustExec(t, e.conn, `SELECT dataenv.add_lake($1, 'main', 'instance', $2, 'st', 'lakes/' || $1, jsonb_build_object('METADATA_SCHEMA', $1 || '_meta'))`,
+			ws, e.catalog)
+	}
+	e.startSidecar("DATAENV_JOB_ISOLATION=jailed")
+	warmRun := func(ws, sql string) (bool, string) {
+		t.Helper()
+		row := e.runRow(ws, sql)
+		var res struct {
+			jobResult
+			Warm bool `json:"warm"`
+		}
+		if err := json.Unmarshal(row.Result, &res); err != nil || row.Status != "succeeded" {
+			t.Fatalf("%s: %s %s %v", sql, row.Status, deref(row.Error), err)
+		}
+		return res.Warm, res.rowsText()
+	}
+	warmRun("prod", attachMain+"CREATE TABLE dl.t AS SELECT 7 AS x")
+	warmRun("prod", attachMain+"SELECT x FROM dl.t")
+	for i := 2; i < 4; i++ {
+		if warm, got := warmRun("prod", attachMain+"SELECT x FROM dl.t"); !warm || got != "7" {
+			t.Fatalf("job %d on the lake: warm %v, rows %s; want a warm spare reading 7", i, warm, got)
+		}
+	}
+	if warm, got := warmRun("other", attachMain+"SELECT count(*) FROM duckdb_tables() WHERE table_name = 't'"); warm || got != "0" {
+		t.Fatalf("another workspace's first job: warm %v, tables named t %s; want a runner of its own that sees none", warm, got)
+	}
+}

@@ -255,3 +255,19 @@ func TestDropForkRetriedAfterARoleDropFault(t *testing.T) {
 		t.Fatalf("role %s remains on the cluster", role)
 	}
 }
+
+// A table a root workspace gets without a materialize (a run job's own CREATE TABLE, as a
+// member's DuckDB session would make one) is recorded by the next job that attaches the lake,
+// while that job runs (a run job's records are written beside it), and before its outcome.
+func TestRunRecordsTablesMadeOutsideMaterialize(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	e.run("prod", attachMain+"CREATE TABLE dl.made AS SELECT 1 AS x")
+	if r := e.run("prod", attachMain+"SELECT x FROM dl.made").rowsText(); r != "1" {
+		t.Fatalf("the table made by a run: %q", r)
+	}
+	got := queryString(t, e.conn, `SELECT coalesce(string_agg(source || ' ' || status, ', '), 'none')
+		FROM dataenv.materializations WHERE workspace = 'prod' AND table_name = 'made'`)
+	if got != "outside materialized" {
+		t.Fatalf("record of the table made by a run, once the next run is done: %s; want outside materialized", got)
+	}
+}

@@ -37,7 +37,7 @@ type sidecarOptions struct {
 	concurrency                                                   *int
 	jobTimeout, jobMemory, jobDisk, jobCgroup, retention          *string
 	jobThreads, jobSpares, jobConc, jobsPerUser, jobsPerWS        *int
-	satelliteConns                                                *int
+	satelliteConns, jobSpareSets                                  *int
 }
 
 func sidecarFlags(fs flagSet) sidecarOptions {
@@ -71,6 +71,9 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 			"(opened when an envelope needs one, closed when idle)"),
 		jobSpares: fs.Int("job-warm-spares", 2, "warm spare DuckDB runners kept per isolation mode (started, DuckDB open, "+
 			"extensions loaded; each runs one job, refilled in the background); 0 disables"),
+		jobSpareSets: fs.Int("job-warm-spare-mount-sets", client.DefaultMountedSpareSets, "jailed jobs on local (file://) lakes: "+
+			"how many sets of lake directories keep --job-warm-spares spares of their own (a jail's mounts are fixed when it starts; "+
+			"a set earns spares at its second job, the least recently used lose theirs); 0 disables"),
 		jobConc: fs.Int("job-concurrency", 4, "DuckDB jobs run at once, on workers of their own "+
 			"(control-plane requests, --concurrency of them, never wait behind jobs)"),
 		jobsPerUser: fs.Int("job-concurrency-per-user", 0, "DuckDB jobs one user runs at once; the rest wait in the queue, "+
@@ -108,8 +111,8 @@ func (o sidecarOptions) config() (app.Config, error) {
 		RescueInterval: d[1], RescueAfter: d[2], RetryWindow: d[3], ForkExpiryInterval: d[4],
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
 		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup, JobWarmSpares: max(*o.jobSpares, 0),
-		SatelliteConnections: *o.satelliteConns,
-		JobConcurrency:       *o.jobConc, JobsPerUser: *o.jobsPerUser, JobsPerWorkspace: *o.jobsPerWS,
+		SatelliteConnections: *o.satelliteConns, JobWarmSpareMountSets: max(*o.jobSpareSets, 0),
+		JobConcurrency: *o.jobConc, JobsPerUser: *o.jobsPerUser, JobsPerWorkspace: *o.jobsPerWS,
 		RequestRetention: keep}, nil
 }
 

@@ -98,7 +98,7 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics, sats *satell
 	lakeHooks.Metrics, lakeHooks.Access = m, lakeAccess
 	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m, Limits: cfg.JobLimits,
 		Isolation: cfg.JobIsolation, Runner: client.Config{RunnerPath: cfg.RunnerPath, Logger: log, CgroupParent: jobCgroup(cfg.JobCgroup, log),
-			WarmSpares: cfg.JobWarmSpares}})
+			WarmSpares: cfg.JobWarmSpares, MountedSpareSets: mountSets(cfg.JobWarmSpareMountSets)}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -154,3 +154,11 @@ func jobCgroup(setting string, log *slog.Logger) string {
 
 // registerTestKinds is set only in binaries built with the dataenv_testhooks tag (testhooks.go).
 var registerTestKinds func(reg *request.Registry, c components)
+
+// mountSets is client.Config.MountedSpareSets for the sidecar's setting, where 0 disables.
+func mountSets(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}

@@ -45,6 +45,9 @@ type Config struct {
 	JobConcurrency, JobsPerUser, JobsPerWorkspace int
 	// JobWarmSpares is how many warm spare runners are kept per isolation mode (0: none).
 	JobWarmSpares int
+	// JobWarmSpareMountSets is how many sets of local lake directories keep spares of their own
+	// for jailed jobs (client.Config.MountedSpareSets); 0 disables.
+	JobWarmSpareMountSets int
 	// JobCgroup is the memory cgroup runners get a cgroup of their own under: a directory,
 	// "auto" or "" (the sidecar's own memory cgroup when a child can be made there), or "off".
 	JobCgroup string

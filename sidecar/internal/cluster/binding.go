@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -29,6 +31,11 @@ func (l *Locked) CheckBindable(ctx context.Context, database string) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	return l.checkBindableOn(ctx, conn, database)
+}
+
+// checkBindableOn is CheckBindable on conn, an admin connection to database.
+func (l *Locked) checkBindableOn(ctx context.Context, conn *pgx.Conn, database string) error {
 	var template, installed bool
 	if err := conn.QueryRow(ctx, bindableSQL).Scan(&template, &installed); err != nil {
 		return retryable(fmt.Errorf("check database %q of cluster %q: %w", database, l.cluster.Name, err))

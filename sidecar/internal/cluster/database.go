@@ -45,6 +45,10 @@ type CreateOptions struct {
 	// as it exists, so nobody but its owner (and roles that may act as it) can connect to a copy
 	// before its own access list is set.
 	Private bool
+	// Conn, if set, is an admin connection to the maintenance database (Locked.Connect with "")
+	// to create the database on, which the caller keeps open and closes: a caller that already
+	// asked the cluster something saves a connection. Nil: one is opened and closed.
+	Conn *pgx.Conn
 }
 
 // Locale is a database's encoding and locale, as pg_database has them.
@@ -171,11 +175,13 @@ func (l *Locked) createMarkedDatabase(ctx context.Context, name string, opts Cre
 	if rec.Exists() && rec.Request != opts.Request {
 		return nil, request.Refusef("database %q already exists on cluster %q (created by request %s)", name, c.Name, rec.Request)
 	}
-	conn, err := l.Connect(ctx, "")
-	if err != nil {
-		return nil, err
+	conn := opts.Conn
+	if conn == nil {
+		if conn, err = l.Connect(ctx, ""); err != nil {
+			return nil, err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
 	marker := markerFor(markedDatabase, opts.Request)
 	st, err := readDatabaseState(ctx, conn, name)
 	if err != nil {
@@ -251,21 +257,22 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 			return earlierAttempt(err, "23505", "42P04")
 		}
 	}
+	// Closed to PUBLIC, marked and renamed in one statement string (one implicit transaction, one
+	// round trip): a crash or a failure leaves the staging database as CREATE DATABASE made it,
+	// which this request recognizes by its name.
+	var stmts []string
 	if opts.Private {
-		if _, err := conn.Exec(ctx, "REVOKE ALL ON DATABASE "+ident(staging)+" FROM PUBLIC"); err != nil {
-			return fmt.Errorf("close the new database %q on cluster %q to PUBLIC: %w", name, l.cluster.Name, err)
-		}
+		stmts = append(stmts, "REVOKE ALL ON DATABASE "+ident(staging)+" FROM PUBLIC")
 	}
-	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+ident(staging)+" IS "+quoteLiteral(marker)); err != nil {
-		return earlierAttempt(fmt.Errorf("mark database %q on cluster %q: %w", name, l.cluster.Name, err), "3D000")
-	}
-	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident(staging)+" RENAME TO "+ident(name)); err != nil {
+	stmts = append(stmts, "COMMENT ON DATABASE "+ident(staging)+" IS "+quoteLiteral(marker),
+		"ALTER DATABASE "+ident(staging)+" RENAME TO "+ident(name))
+	if _, err := conn.Exec(ctx, strings.Join(stmts, ";\n")); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42P04" {
 			_ = l.dropStaging(ctx, conn, opts.Request)
 			return request.Refusef("database %q already exists on cluster %q and was not created by this request", name, l.cluster.Name)
 		}
-		return earlierAttempt(fmt.Errorf("rename the new database to %q on cluster %q: %w", name, l.cluster.Name, err), "3D000")
+		return earlierAttempt(fmt.Errorf("close to PUBLIC, mark and rename the new database %q on cluster %q: %w", name, l.cluster.Name, err), "3D000")
 	}
 	return nil
 }

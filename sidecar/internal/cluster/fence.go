@@ -48,6 +48,10 @@ func (a *Admin) fenceOn(ctx context.Context, c *Cluster, conn *pgx.Conn, control
 	}
 	started := time.Now()
 	v := fence.Victims{Instances: others, Request: att.Request, Below: att.Number}
+	if v.None() {
+		att.MarkFenced(c.Name)
+		return nil
+	}
 	n, err := fence.Terminate(ctx, conn, "", v, func(left int) {
 		att.Report("earlier attempts on cluster "+c.Name, "waiting",
 			fmt.Sprintf("waiting for %d session(s) of earlier attempts or earlier leaders to end", left))
@@ -69,6 +73,16 @@ func (a *Admin) fenceOn(ctx context.Context, c *Cluster, conn *pgx.Conn, control
 func (a *Admin) fenceForLibpq(ctx context.Context, l *Locked) error {
 	att := fence.FromContext(ctx)
 	if att == nil || att.Fenced(l.cluster.Name) {
+		return nil
+	}
+	// A first attempt with no former leader to fence has nothing to end on any cluster: no
+	// connection is opened just to find that out (the leader check is made all the same).
+	others, err := fence.OtherInstances(ctx, l.Control(), att.Instance)
+	if err != nil {
+		return retryable(fmt.Errorf("fence cluster %q: %w", l.cluster.Name, err))
+	}
+	if (fence.Victims{Instances: others, Request: att.Request, Below: att.Number}).None() {
+		att.MarkFenced(l.cluster.Name)
 		return nil
 	}
 	conn, err := l.Connect(ctx, "")

@@ -69,7 +69,13 @@ SELECT o.kind, o.schema, o.name, o.priv,
 // has no application role (set it up first). In a database the role owns (its workspace's fork
 // copy) nothing is granted or revoked.
 func (l *Locked) GrantDatatable(ctx context.Context, workspace, database string) (*WorkspaceRole, error) {
-	if err := l.CheckBindable(ctx, database); err != nil {
+	// One connection to the database serves the check and the grants.
+	conn, err := l.Connect(ctx, database)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := l.checkBindableOn(ctx, conn, database); err != nil {
 		return nil, err
 	}
 	role, err := l.EnsureWorkspaceRole(ctx, workspace)
@@ -79,11 +85,6 @@ func (l *Locked) GrantDatatable(ctx context.Context, workspace, database string)
 	if err := l.NoteWorkspaceDatabase(ctx, workspace, database); err != nil {
 		return nil, err
 	}
-	conn, err := l.Connect(ctx, database)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
 	// The workspace's own fork copy (owned by its role, ../shared/DESIGN.md "Ownership in fork
 	// copies"): the role owns what the parent's owners owned, and the copy's access list and
 	// privileges are the parent's, mapped; there is nothing to mirror, and mirroring would revoke

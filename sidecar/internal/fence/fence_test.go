@@ -111,3 +111,26 @@ func TestTerminateEndsEarlierAttemptsAndOldLeaders(t *testing.T) {
 		t.Fatalf("%d of the 3 sessions that must stay are alive", alive)
 	}
 }
+
+// A first attempt with no former leader has nothing to fence (no connection is opened for it);
+// an earlier attempt or a former leader does.
+func TestVictimsNone(t *testing.T) {
+	req := uuid.New()
+	for _, c := range []struct {
+		v    fence.Victims
+		none bool
+	}{
+		{fence.Victims{Request: req, Below: 1}, true},
+		{fence.Victims{Request: req, Below: 2}, false},
+		{fence.Victims{Request: req, Below: 1, Instances: map[string]bool{"abc": true}}, false},
+		{fence.Victims{}, true},
+	} {
+		if got := c.v.None(); got != c.none {
+			t.Errorf("%+v: None() = %v, want %v", c.v, got, c.none)
+		}
+		// None must never hide a session Match would end.
+		if c.none && c.v.Match(fence.Tag{Instance: "abc", Request: req, Attempt: 1}) {
+			t.Errorf("%+v: None() but it matches attempt 1", c.v)
+		}
+	}
+}

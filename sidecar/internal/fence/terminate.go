@@ -33,6 +33,12 @@ func (v Victims) Match(t Tag) bool {
 	return v.Request != uuid.Nil && t.Request == v.Request && t.Attempt < v.Below
 }
 
+// None reports whether v can match no session at all: no former leader, and no earlier attempt
+// (attempts are numbered from 1, so the first has none). Terminate would find nothing to end.
+func (v Victims) None() bool {
+	return len(v.Instances) == 0 && (v.Request == uuid.Nil || v.Below <= 1)
+}
+
 // ErrNotLeader is returned when the sidecar that wants to fence does not hold leadership: it must
 // not end anyone's sessions, and its work belongs to the new leader.
 var ErrNotLeader = errors.New("this sidecar no longer holds the leader lock; the leader resumes its requests")

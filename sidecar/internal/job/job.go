@@ -168,17 +168,20 @@ func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep requ
 	if strings.TrimSpace(args.SQL) == "" || args.Workspace == "" {
 		return nil, request.Refusef("run: workspace and sql are required")
 	}
-	lim, err := h.limits(ctx, args.Workspace, args.TimeoutSeconds)
-	if err != nil {
-		return nil, err
-	}
-	plan, err := h.cfg.Resolver.Resolve(ctx, args.Workspace, args.SQL, nil, rep)
+	lim, plan, err := h.resolveRun(ctx, args, rep)
 	if err != nil {
 		return nil, err
 	}
 	defer plan.Close()
-	request.Report(ctx, rep, "resolve", "done", strings.Join(plan.Notes, "; "))
+	// The step and the records that do not shape the job are written while it runs; both are
+	// in before the outcome.
+	notes := strings.Join(plan.Notes, "; ")
+	reported := background(func() { request.Report(ctx, rep, "resolve", "done", notes) })
+	defer reported()
+	bookkept := plan.Bookkeep(ctx)
+	defer bookkept()
 	res, err := h.runJob(ctx, plan, lim, []string{plan.SQL}, true, args.MaxResultBytes)
+	bookkept()
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +191,40 @@ func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep requ
 		out.TruncatedNote = truncatedNote(out.RowCount, maxResultBytes(args.MaxResultBytes, h.cfg.MaxResultBytes))
 	}
 	return scrubbed(plan, out)
+}
+
+// resolveRun reads the job's limits while it resolves the job's attaches (lake.ResolveRun).
+func (h *Handlers) resolveRun(ctx context.Context, args runArgs, rep request.Reporter) (*jobLimits, *lake.Plan, error) {
+	type limits struct {
+		lim *jobLimits
+		err error
+	}
+	lc := make(chan limits, 1)
+	go func() {
+		lim, err := h.limits(ctx, args.Workspace, args.TimeoutSeconds)
+		lc <- limits{lim, err}
+	}()
+	plan, err := h.cfg.Resolver.ResolveRun(ctx, args.Workspace, args.SQL, rep)
+	l := <-lc
+	if err == nil && l.err != nil {
+		plan.Close()
+		err = l.err
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.lim, plan, nil
+}
+
+// background runs fn in a goroutine; the returned function waits for it (and returns at once
+// when called again).
+func background(fn func()) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	return func() { <-done }
 }
 
 // runJob runs the plan's setup and blocks within lim; errors are scrubbed of the plan's secrets,

@@ -63,25 +63,56 @@ func rootSchemaMarker(ns Namespace) string {
 func (a *Access) Grant(ctx context.Context, ns Namespace, workspace, access string, rep request.Reporter) (bool, error) {
 	exists := false
 	err := a.clusters.WithLifecycleLock(ctx, ns.Lake.CatalogCluster, rep, func(ctx context.Context, l *cluster.Locked) error {
-		role, err := l.EnsureWorkspaceRole(ctx, workspace)
-		if err != nil {
-			return err
-		}
-		// The role's OID is in the key: a workspace created again has a new role to grant to.
-		key := strings.Join([]string{ns.Key(), workspace, access, fmt.Sprint(role.OID)}, "\x00")
-		if a.cached(key) {
-			exists = true
-			return nil
-		}
-		if exists, err = a.grantLocked(ctx, l, ns, role, access); err == nil && exists {
-			a.remember(key)
-		}
+		var err error
+		exists, err = a.grantHeld(ctx, l, ns, workspace, access)
 		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("lake %q: give workspace %q %s access to its catalog: %w", ns.Lake.Name, workspace, access, err)
 	}
 	return exists, nil
+}
+
+// GrantWithLibpq is Grant for the namespace a job attaches, followed under the same hold of the
+// lifecycle lock by what the job's attach needs: the catalog database checked bindable and the
+// workspace role's libpq settings for it (what cluster.Admin.BoundWorkspaceLibpq gives), so that
+// the lock is taken, the cluster read and the role checked once instead of twice. Close the
+// Libpq.
+func (a *Access) GrantWithLibpq(ctx context.Context, ns Namespace, workspace, access string, rep request.Reporter) (*cluster.Libpq, error) {
+	var lp *cluster.Libpq
+	err := a.clusters.WithLifecycleLock(ctx, ns.Lake.CatalogCluster, rep, func(ctx context.Context, l *cluster.Locked) error {
+		if _, err := a.grantHeld(ctx, l, ns, workspace, access); err != nil {
+			return err
+		}
+		if err := l.CheckBindable(ctx, ns.Lake.CatalogDatabase); err != nil {
+			return err
+		}
+		var err error
+		lp, err = l.WorkspaceLibpq(ctx, workspace, ns.Lake.CatalogDatabase)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lake %q: give workspace %q %s access to its catalog: %w", ns.Lake.Name, workspace, access, err)
+	}
+	return lp, nil
+}
+
+// grantHeld is Grant with the catalog cluster's lifecycle lock held.
+func (a *Access) grantHeld(ctx context.Context, l *cluster.Locked, ns Namespace, workspace, access string) (bool, error) {
+	role, err := l.EnsureWorkspaceRole(ctx, workspace)
+	if err != nil {
+		return false, err
+	}
+	// The role's OID is in the key: a workspace created again has a new role to grant to.
+	key := strings.Join([]string{ns.Key(), workspace, access, fmt.Sprint(role.OID)}, "\x00")
+	if a.cached(key) {
+		return true, nil
+	}
+	exists, err := a.grantLocked(ctx, l, ns, role, access)
+	if err == nil && exists {
+		a.remember(key)
+	}
+	return exists, err
 }
 
 func (a *Access) grantLocked(ctx context.Context, l *cluster.Locked, ns Namespace, role *cluster.WorkspaceRole, access string) (bool, error) {
@@ -330,4 +361,22 @@ func (a *Access) Forget() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.seen = map[string]time.Time{}
+}
+
+// grantAndConnect gives the workspace write access to ns, its own namespace, and returns how the
+// job's DuckDB reaches ns's catalog database: with one hold of the catalog cluster's lifecycle
+// lock when the resolution has no connection to that database yet.
+func (res *resolution) grantAndConnect(ctx context.Context, ns Namespace) (catalogConn, error) {
+	l := ns.Lake
+	if res.cats.Has(l.CatalogCluster, l.CatalogDatabase) {
+		if _, err := res.r.Access.Grant(ctx, ns, res.ws.ID, AccessWrite, res.rep); err != nil {
+			return catalogConn{}, err
+		}
+		return res.cats.Conn(ctx, l.CatalogCluster, l.CatalogDatabase)
+	}
+	lp, err := res.r.Access.GrantWithLibpq(ctx, ns, res.ws.ID, AccessWrite, res.rep)
+	if err != nil {
+		return catalogConn{}, err
+	}
+	return res.cats.ConnWith(ctx, l.CatalogCluster, l.CatalogDatabase, lp), nil
 }

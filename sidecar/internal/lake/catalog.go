@@ -92,15 +92,30 @@ var (
 // Conn returns how DuckDB reaches database on cluster as the workspace role (TLS settings
 // included), creating its secret statement on first use.
 func (c *catalogs) Conn(ctx context.Context, clusterName, database string) (catalogConn, error) {
-	key := clusterName + "\x00" + database
-	if cc, ok := c.conns[key]; ok {
+	if cc, ok := c.conns[clusterName+"\x00"+database]; ok {
 		return cc, nil
 	}
 	lp, err := c.clusters.WorkspaceLibpq(ctx, clusterName, c.workspace, database)
 	if err != nil {
 		return catalogConn{}, fmt.Errorf("catalog database %q of cluster %q: %w", database, clusterName, err)
 	}
+	return c.ConnWith(ctx, clusterName, database, lp), nil
+}
+
+// Has reports whether the resolution has the connection of database on cluster already.
+func (c *catalogs) Has(clusterName, database string) bool {
+	_, ok := c.conns[clusterName+"\x00"+database]
+	return ok
+}
+
+// ConnWith is Conn with the workspace role's libpq settings of the database already in hand
+// (Access.GrantWithLibpq, for a database Has not); the catalogs close lp.
+func (c *catalogs) ConnWith(ctx context.Context, clusterName, database string, lp *cluster.Libpq) catalogConn {
+	key := clusterName + "\x00" + database
 	c.libpqs = append(c.libpqs, lp)
+	if cc, ok := c.conns[key]; ok {
+		return cc
+	}
 	var path, toolPath, dbtPath, secret, toolSecret []string
 	info := ToolSecret{Name: fmt.Sprintf("__dataenv_pg_%d", len(c.conns)+1), Cluster: clusterName}
 	certNote := false
@@ -156,7 +171,7 @@ func (c *catalogs) Conn(ctx context.Context, clusterName, database string) (cata
 	c.setup = append(c.setup, fmt.Sprintf("CREATE OR REPLACE TEMPORARY SECRET %s (TYPE postgres, %s)", Ident(cc.Secret), strings.Join(secret, ", ")))
 	c.tools = append(c.tools, fmt.Sprintf("CREATE OR REPLACE TEMPORARY SECRET %s (TYPE postgres, %s)", Ident(cc.Secret), strings.Join(toolSecret, ", ")))
 	c.conns[key] = cc
-	return cc, nil
+	return cc
 }
 
 // drops are the statements that remove the postgres secrets once the attaches are done.

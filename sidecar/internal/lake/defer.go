@@ -125,8 +125,8 @@ func (res *resolution) note(format string, args ...any) {
 	res.plan.Notes = append(res.plan.Notes, fmt.Sprintf(format, args...))
 }
 
-// namespaceExistsSQL: DuckLake's tables exist in the schema. A catalog query only: the admin
-// connection it runs on reads nothing a workspace role owns.
+// namespaceExistsSQL: DuckLake's tables exist in the schema. A catalog query only: on an admin
+// connection it reads nothing a workspace role owns.
 const namespaceExistsSQL = `
 SELECT EXISTS (SELECT FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
                 WHERE n.nspname = $1 AND c.relname = 'ducklake_metadata')`

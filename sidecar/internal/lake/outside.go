@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -33,13 +34,22 @@ SELECT $1, $2, t.name, 'materialized', 'replace', t.snap, t.cols::jsonb, $6, gen
 
 // recordOutsideTables records the tables of ns that no workspace of owners has a record of, as
 // materialized by owner (the workspace whose namespace it is), reading the catalog as asRole's
-// workspace (which must have read access to ns). It reports how many it recorded.
+// workspace (which must have read access to ns). It reports how many it recorded; a namespace
+// whose DuckLake catalog does not exist yet has none.
 func (res *resolution) recordOutsideTables(ctx context.Context, ns Namespace, asWorkspace, owner string, owners []string) (int, error) {
 	conn, err := res.r.Clusters.ConnectWorkspace(ctx, ns.Lake.CatalogCluster, asWorkspace, ns.Lake.CatalogDatabase)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close(context.Background())
+	// On the same connection: one session per job, not an admin one just for this.
+	var exists bool
+	if err := conn.QueryRow(ctx, namespaceExistsSQL, ns.SchemaName()).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("look for the DuckLake catalog of lake %q: %w", ns.Lake.Name, err)
+	}
+	if !exists {
+		return 0, nil
+	}
 	rows, err := conn.Query(ctx, fmt.Sprintf(outsideTablesSQL, pgx.Identifier{ns.SchemaName()}.Sanitize()))
 	if err != nil {
 		return 0, fmt.Errorf("list the tables of lake %q: %w", ns.Lake.Name, err)
@@ -79,10 +89,6 @@ func (res *resolution) recordOutsideTables(ctx context.Context, ns Namespace, as
 // recordOwnOutsideTables records the tables written outside dataenv in the workspace's own
 // namespace of a lake (once DuckLake's catalog exists there), as the workspace's.
 func (res *resolution) recordOwnOutsideTables(ctx context.Context, ns Namespace) error {
-	exists, err := res.namespaceExists(ctx, ns)
-	if err != nil || !exists {
-		return err
-	}
 	owners := []string{res.ws.ID}
 	if !ns.Forked {
 		// A shared fork writes its parent's namespace: the tables there are the parent's (and
@@ -93,6 +99,49 @@ func (res *resolution) recordOwnOutsideTables(ctx context.Context, ns Namespace)
 			}
 		}
 	}
-	_, err = res.recordOutsideTables(ctx, ns, res.ws.ID, owners[len(owners)-1], owners)
+	_, err := res.recordOutsideTables(ctx, ns, res.ws.ID, owners[len(owners)-1], owners)
 	return err
+}
+
+// recordOwn records the tables written outside dataenv in ns, the namespace a job attaches as
+// lake name with a. A fork's defer prelude is decided from these records, so a namespace that gets
+// one records them first; otherwise, in a run job (res.overlap), they are left to Plan.Bookkeep,
+// beside the job: the job reads the catalog itself, never the records, and a table it makes is
+// one the next attach would record all the same.
+func (res *resolution) recordOwn(ctx context.Context, name string, ns Namespace, a *Attach) {
+	record := func(ctx context.Context) string {
+		if err := res.recordOwnOutsideTables(ctx, ns); err != nil {
+			return fmt.Sprintf("lake %s: tables written outside dataenv not checked: %v", name, err)
+		}
+		return ""
+	}
+	if res.overlap && !(ns.Forked && !hasOption(a.Options, "READ_ONLY")) {
+		res.plan.bookkeeping = append(res.plan.bookkeeping, record)
+		return
+	}
+	if note := record(ctx); note != "" {
+		res.plan.Notes = append(res.plan.Notes, note)
+	}
+}
+
+// Bookkeep runs what ResolveRun left to run beside the job, in the background, and returns the
+// function that waits for it and adds its notes to the plan's (calling it again does nothing).
+// Call it before reading Notes, and before Close.
+func (p *Plan) Bookkeep(ctx context.Context) (wait func()) {
+	if len(p.bookkeeping) == 0 {
+		return func() {}
+	}
+	tasks := p.bookkeeping
+	p.bookkeeping = nil
+	notes := make(chan []string, 1)
+	go func() {
+		var out []string
+		for _, task := range tasks {
+			if n := task(ctx); n != "" {
+				out = append(out, n)
+			}
+		}
+		notes <- out
+	}()
+	return sync.OnceFunc(func() { p.Notes = append(p.Notes, <-notes...) })
 }

@@ -87,6 +87,9 @@ type Plan struct {
 	secrets     []string
 	toolSecrets []string
 	catalogs    *catalogs
+	// bookkeeping is what ResolveRun leaves to run beside the job (Plan.Bookkeep); each returns
+	// a note ("" for none).
+	bookkeeping []func(ctx context.Context) string
 }
 
 // ToolAttach is one attach of a member's DuckDB script.
@@ -182,6 +185,8 @@ type resolution struct {
 	plan     *Plan
 	target   *Target
 	rep      request.Reporter
+	// overlap: the records that may wait are left to Plan.Bookkeep (ResolveRun)
+	overlap bool
 	// s3 storages that need a secret
 	s3 map[string]control.Storage
 }
@@ -218,6 +223,17 @@ func (r *Resolver) newResolution(ctx context.Context, ws *control.Workspace, tar
 // Resolve resolves sql for workspace. With target, the target lake is attached too (under the
 // alias the SQL gives it, else TargetAlias) and its namespace prepared for the write.
 func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *Target, rep request.Reporter) (*Plan, error) {
+	return r.resolve(ctx, workspace, sql, target, rep, false)
+}
+
+// ResolveRun is Resolve for a run job (no target) that leaves what does not shape the job to
+// run beside it: the caller runs Plan.Bookkeep while the job runs, and waits for it before it
+// reads Plan.Notes or answers.
+func (r *Resolver) ResolveRun(ctx context.Context, workspace, sql string, rep request.Reporter) (*Plan, error) {
+	return r.resolve(ctx, workspace, sql, nil, rep, true)
+}
+
+func (r *Resolver) resolve(ctx context.Context, workspace, sql string, target *Target, rep request.Reporter, overlap bool) (*Plan, error) {
 	ws, err := r.workspace(ctx, workspace)
 	if err != nil {
 		return nil, err
@@ -226,6 +242,7 @@ func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *T
 	if err != nil {
 		return nil, err
 	}
+	res.overlap = overlap
 	if err := res.rewrite(ctx, sql); err != nil {
 		res.plan.Close()
 		return nil, err
@@ -333,19 +350,14 @@ func (res *resolution) lakeAttach(ctx context.Context, name string, a *Attach, i
 	if err := res.r.Registry.Register(ctx, ns, res.rep); err != nil {
 		return "", err
 	}
-	if _, err := res.r.Access.Grant(ctx, ns, res.ws.ID, AccessWrite, res.rep); err != nil {
+	cc, err := res.grantAndConnect(ctx, ns)
+	if err != nil {
 		return "", err
 	}
 	if err := res.plan.addDir(ns, !hasOption(a.Options, "READ_ONLY")); err != nil {
 		return "", err
 	}
-	if err := res.recordOwnOutsideTables(ctx, ns); err != nil {
-		res.note("lake %s: tables written outside dataenv not checked: %v", name, err)
-	}
-	cc, err := res.cats.Conn(ctx, l.CatalogCluster, l.CatalogDatabase)
-	if err != nil {
-		return "", err
-	}
+	res.recordOwn(ctx, name, ns, a)
 	var prelude []string
 	toolsBefore := len(res.plan.Tools)
 	if ns.Forked && !hasOption(a.Options, "READ_ONLY") {

@@ -31,7 +31,8 @@ const (
 //     previous incarnation's cleanup ran before and would have removed it). A row of this
 //     request still creating: an interrupted attempt, whose database may be partial: dropped
 //     (guarded) and made again.
-//  2. The parent's plan is read (what the copy must keep, parent.go).
+//  2. The parent's plan is read (what the copy must keep, parent.go) while the fork's owner
+//     role is made (readPlanWithOwner).
 //  3. Under the cluster's lifecycle lock: register the copy (state creating) BEFORE the
 //     database exists, so the ledger always covers it; then create the marked, private database
 //     owned by the fork's owner: a copy of the parent (full_copy, nobody connected, owners the
@@ -63,7 +64,9 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		}
 	}
 	started := s.cfg.Now()
-	plan, err := s.readParentPlan(ctx, it.Cluster, it.ParentDatabase, it.Mode)
+	c := Copy{Cluster: it.Cluster, Database: it.Database, Workspace: fork, Datatable: it.Datatable, Mode: it.Mode,
+		ParentDatabase: it.ParentDatabase, Request: req.ID, incarnation: incarnation}
+	plan, err := s.readPlanWithOwner(ctx, rep, c)
 	if err != nil {
 		return err
 	}
@@ -72,8 +75,6 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		return request.Refusef("create_fork: datatable %q: the cluster's admin may not read table(s) %s of %s; pg_dump and a fork need SELECT on every table",
 			it.Datatable, strings.Join(plan.Unreadable, ", "), it.ParentDatabase)
 	}
-	c := Copy{Cluster: it.Cluster, Database: it.Database, Workspace: fork, Datatable: it.Datatable, Mode: it.Mode,
-		ParentDatabase: it.ParentDatabase, Request: req.ID, incarnation: incarnation}
 	job, err := s.startCopy(ctx, rep, c, it, plan)
 	if err != nil {
 		return err
@@ -304,8 +305,9 @@ func (s *Service) createFromParent(ctx context.Context, l *cluster.Locked, c Cop
 	if err != nil {
 		return err
 	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	opts.Conn = conn // the clone check's connection creates the copy too
 	ok, why, err := l.CanClone(ctx, conn)
-	conn.Close(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
 	}

@@ -42,8 +42,11 @@
 //     still "creating" is an interrupted attempt, dropped and made again. The parent's plan is
 //     read (parent.go: owner roles, privileges, default privileges, settings, the database's
 //     ACL, locale, sequence positions, what a non-superuser may not create, the schema
-//     fingerprint). Under the lock: registry row, then the marked database, owned by the fork's
-//     owner (owner.go, forkOwnerOf: the one place that names it) and closed to PUBLIC: a TEMPLATE
+//     fingerprint) while the fork's owner role is made (owner.go, readPlanWithOwner: each on its
+//     own connection; a full_copy waits for the plan's session to be gone from the server, so a
+//     TEMPLATE copy of the parent never finds it). Under the lock: registry row, then the marked
+//     database, owned by the fork's owner (owner.go, forkOwnerOf: the one place that names it)
+//     and closed to PUBLIC: a TEMPLATE
 //     copy of the datatable's current schema template (schema_only, template.go), of the parent
 //     (full_copy, parentPlan.templateOK), else empty with the parent's locale. Without the lock
 //     (restore.go): pg_dump -Fc --no-owner --no-acl [--schema-only] as the admin, pg_restore

@@ -39,6 +39,54 @@ func forkOwnerOf(ctx context.Context, l *cluster.Locked, workspace string, incar
 	}}, nil
 }
 
+// readPlanWithOwner reads the parent's plan (mode c.Mode) while the fork's owner role is made on
+// c's cluster and the copy's database noted for it: they do not depend on each other, and on a
+// small parent the role's CREATE ROLE and records cost as much as the plan's reads. One
+// lifecycle-lock section opens the connection to the parent (so the two never queue for the
+// lock one behind the other) and makes the role; the plan is read on that connection outside
+// the lock, and forkOwnerOf under the copy's lock then finds the role made (the role cache) and
+// checks it again. A failed plan read is the error returned first; whatever the role step made
+// is dropped by the fork's rollback like any of its roles.
+func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c Copy) (*parentPlan, error) {
+	type planRead struct {
+		plan *parentPlan
+		err  error
+	}
+	read := make(chan planRead, 1)
+	reading := false
+	ownerErr := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(lctx context.Context, l *cluster.Locked) error {
+		conn, err := l.Connect(lctx, c.ParentDatabase)
+		if err != nil {
+			return err
+		}
+		reading = true
+		go func() {
+			p, err := readPlanOn(ctx, conn, c.ParentDatabase, c.Mode)
+			// Closed before the plan is handed over; a full_copy's TEMPLATE copy of the parent
+			// needs its session gone from the server, not just closed.
+			if c.Mode == ModeFullCopy {
+				closeAwaitingExit(ctx, conn)
+			} else {
+				_ = conn.Close(context.WithoutCancel(ctx))
+			}
+			read <- planRead{p, err}
+		}()
+		_, err = forkOwnerOf(lctx, l, c.Workspace, c.incarnation, c.Database)
+		return err
+	})
+	if !reading {
+		return nil, ownerErr
+	}
+	r := <-read
+	if r.err != nil {
+		return nil, r.err
+	}
+	if ownerErr != nil {
+		return nil, ownerErr
+	}
+	return r.plan, nil
+}
+
 // templateOwnerOf is the role that owns a schema template's objects: the cluster's application
 // role, which no workspace acts as (workspace roles are not its members). A template is copied
 // into every fork of its datatable, and each copy is then re-owned by that fork's owner.

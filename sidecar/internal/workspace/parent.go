@@ -267,8 +267,13 @@ func (s *Service) readParentPlan(ctx context.Context, clusterName, parent, mode 
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	return readPlanOn(ctx, conn, parent, mode)
+}
+
+// readPlanOn is readParentPlan on conn, an admin connection to the parent.
+func readPlanOn(ctx context.Context, conn *pgx.Conn, parent, mode string) (*parentPlan, error) {
 	p := &parentPlan{Database: parent, ObjectACLs: map[string]*objectACL{}}
-	err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		return p.read(ctx, tx, mode)
 	})
 	if err != nil {
