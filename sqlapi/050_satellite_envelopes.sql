@@ -45,7 +45,7 @@ DECLARE
     k text;
 BEGIN
     FOR k IN SELECT jsonb_object_keys(args) LOOP
-        IF k NOT IN ('database_oid', 'installation_id', 'request_id', 'xact', 'protocol') THEN
+        IF k NOT IN ('database_oid', 'installation_id', 'request_id', 'xact', 'protocol', 'kind') THEN
             RAISE EXCEPTION 'satellite: unknown argument "%"', k USING ERRCODE = '22023';
         END IF;
     END LOOP;
@@ -57,16 +57,26 @@ BEGIN
     IF jsonb_typeof(args->'request_id') IS DISTINCT FROM 'string' OR jsonb_typeof(args->'xact') IS DISTINCT FROM 'string' THEN
         RAISE EXCEPTION 'satellite: request_id and xact are required strings' USING ERRCODE = '22023';
     END IF;
+    -- The kind only tells the dispatcher which workers run the envelope; the sidecar still
+    -- refuses one whose origin row has another kind.
+    IF jsonb_typeof(args->'kind') IS DISTINCT FROM 'string' OR args->>'kind' = 'satellite'
+       OR NOT EXISTS (SELECT FROM dataenv.request_kinds rk WHERE rk.kind = args->>'kind') THEN
+        RAISE EXCEPTION 'satellite: kind % is not a request kind of the control installation', coalesce(args->'kind', 'null'::jsonb)::text
+            USING ERRCODE = '22023', HINT = 'Pass the satellite row''s kind (ping, run, ...) to dataenv.satellite_enqueue_v1.';
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION dataenv.validate_satellite(jsonb) IS
-    'Validates the args of an envelope (kind satellite): the origin must be the inserting session''s own satellite registration.';
+    'Validates the args of an envelope (kind satellite): the origin must be the inserting session''s own satellite registration, and kind a request kind of the control (other than satellite).';
 
 -- The envelope: the satellite's commit-time trigger calls this over dblink as the satellite's
 -- login role, in a transaction of its own that commits just before the origin's does (so it
 -- can outlive a rollback: the sidecar checks the origin transaction before running it). The id is
--- the satellite row's own, which keeps request ids unique across installations.
-CREATE OR REPLACE FUNCTION dataenv.satellite_enqueue_v1(request_id uuid, origin_xact xid8) RETURNS void
+-- the satellite row's own, which keeps request ids unique across installations. The row's kind
+-- rides along so the dispatcher classes the envelope (a run is a job, a ping control-plane).
+-- Satellites are unreleased, so protocol 1 dropped its two-argument form.
+DROP FUNCTION IF EXISTS dataenv.satellite_enqueue_v1(uuid, xid8);
+CREATE OR REPLACE FUNCTION dataenv.satellite_enqueue_v1(request_id uuid, origin_xact xid8, kind text) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -75,11 +85,11 @@ DECLARE
     envelope jsonb;
     existing jsonb;
 BEGIN
-    IF request_id IS NULL OR origin_xact IS NULL THEN
-        RAISE EXCEPTION 'dataenv.satellite_enqueue_v1: request_id and origin_xact are required' USING ERRCODE = '22004';
+    IF request_id IS NULL OR origin_xact IS NULL OR kind IS NULL THEN
+        RAISE EXCEPTION 'dataenv.satellite_enqueue_v1: request_id, origin_xact and kind are required' USING ERRCODE = '22004';
     END IF;
     envelope := jsonb_build_object('database_oid', s.database_oid::text, 'installation_id', s.installation_id,
-                                   'request_id', request_id, 'xact', origin_xact::text, 'protocol', 1);
+                                   'request_id', request_id, 'xact', origin_xact::text, 'protocol', 1, 'kind', kind);
     INSERT INTO dataenv.requests (id, kind, args, requested_by)
     VALUES (request_id, 'satellite', envelope, session_user)
     ON CONFLICT (id) DO NOTHING;
@@ -93,8 +103,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION dataenv.satellite_enqueue_v1(uuid, xid8) IS
-    'Files the envelope of a satellite request (protocol 1): origin database OID and installation UUID derived from the calling login role''s registration, the local request id and the origin transaction id. Idempotent for the same envelope.';
+COMMENT ON FUNCTION dataenv.satellite_enqueue_v1(uuid, xid8, text) IS
+    'Files the envelope of a satellite request (protocol 1): origin database OID and installation UUID derived from the calling login role''s registration, the local request id, the origin transaction id and the row''s kind (a scheduling hint the sidecar checks against the row). Idempotent for the same envelope.';
 
 -- A cancellation made in a satellite of a request already running there: its envelope is
 -- cancelled like any request (the sidecar stops the running job), but only an envelope of the
@@ -144,15 +154,15 @@ COMMENT ON FUNCTION dataenv.satellite_status_v1() IS
     'For a satellite''s login role: whether a ready leader sidecar serves the engine, its heartbeat age, the control schema version, the protocols served and this satellite''s envelopes still waiting.';
 
 REVOKE ALL ON FUNCTION dataenv.satellite_protocols(), dataenv.satellite_of_session(), dataenv.validate_satellite(jsonb),
-    dataenv.satellite_enqueue_v1(uuid, xid8), dataenv.satellite_status_v1(), dataenv.satellite_cancel_v1(uuid) FROM PUBLIC;
--- Satellites registered before this function existed may call it too.
+    dataenv.satellite_enqueue_v1(uuid, xid8, text), dataenv.satellite_status_v1(), dataenv.satellite_cancel_v1(uuid) FROM PUBLIC;
+-- Satellites registered before these functions (or signatures) existed may call them too.
 DO $grants$
 DECLARE
     r name;
 BEGIN
     FOR r IN SELECT s.login_role FROM dataenv.satellites s
               WHERE EXISTS (SELECT FROM pg_catalog.pg_roles x WHERE x.rolname = s.login_role) LOOP
-        EXECUTE format('GRANT EXECUTE ON FUNCTION dataenv.satellite_cancel_v1(uuid) TO %I', r);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION dataenv.satellite_cancel_v1(uuid), dataenv.satellite_enqueue_v1(uuid, xid8, text) TO %I', r);
     END LOOP;
 END
 $grants$;

@@ -136,7 +136,7 @@ DECLARE
     state text;
 BEGIN
     BEGIN
-        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8)::text', NEW.id, NEW.xact));
+        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8, %L)::text', NEW.id, NEW.xact, NEW.kind));
     EXCEPTION WHEN undefined_function OR invalid_schema_name OR insufficient_privilege OR invalid_authorization_specification THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
         RAISE EXCEPTION 'dataenv: control installation unavailable: %', msg

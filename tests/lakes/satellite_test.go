@@ -73,10 +73,15 @@ func TestSatelliteRunFollowsControlWorkspaceMembership(t *testing.T) {
 	s := e.satellite()
 	member, stranger := e.satelliteUser(s, "prod"), e.satelliteUser(s)
 
-	row := sidecartest.Wait(t, member, satelliteRequest(t, member, `SELECT dataenv.run('prod', 'SELECT 42 AS answer')`), 120*time.Second)
+	id := satelliteRequest(t, member, `SELECT dataenv.run('prod', 'SELECT 42 AS answer')`)
+	row := sidecartest.Wait(t, member, id, 120*time.Second)
 	var res jobResult
 	if err := json.Unmarshal(row.Result, &res); err != nil || row.Status != "succeeded" || res.rowsText() != "42" {
 		t.Fatalf("a member's run from the satellite: %s %s %s (%v)", row.Status, deref(row.Error), row.Result, err)
+	}
+	// Its envelope names the kind, so the dispatcher ran it as a job (docs/satellites.md).
+	if got := queryString(t, e.conn, `SELECT status || ' ' || (args->>'kind') FROM dataenv.requests WHERE id = $1`, id); got != "succeeded run" {
+		t.Fatalf("the run's envelope: %s, want succeeded run", got)
 	}
 	for who, c := range map[string]struct {
 		conn *pgx.Conn

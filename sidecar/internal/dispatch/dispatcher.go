@@ -246,7 +246,7 @@ func (d *Dispatcher) admitLocked(req request.Request, xact string, fromScan bool
 		}
 		return e
 	}
-	e := &entry{req: req, xact: xact, fromScan: fromScan, enqueued: d.cfg.Now(), class: d.classOf(req.Kind)}
+	e := &entry{req: req, xact: xact, fromScan: fromScan, enqueued: d.cfg.Now(), class: d.classOf(req)}
 	if e.class == classJob {
 		e.owner = ownerOf(req)
 		d.queueChanged()

@@ -21,6 +21,9 @@ type envelope struct {
 	RequestID      uuid.UUID `json:"request_id"`
 	Xact           string    `json:"xact"`
 	Protocol       int       `json:"protocol"`
+	// Kind is the origin row's kind, for the dispatcher to class the envelope by; only a hint,
+	// checked against the row before anything runs (mismatched).
+	Kind string `json:"kind"`
 }
 
 // attestSQL checks, from the catalogs only, that the satellite's tables are the real ones before
@@ -77,6 +80,13 @@ func attest(ctx context.Context, conn *pgx.Conn, env envelope) error {
 		return fenced(env, "the database under that OID has no dataenv satellite tables owned by the installer")
 	}
 	return nil
+}
+
+// mismatched refuses an envelope that names another kind than its row's: it was classed (and
+// capped) as that kind, so running the row would let a job pass as a control-plane request.
+func mismatched(env envelope, rowKind string) error {
+	return request.Refusef("satellite request %s refused: its envelope says kind %q but the satellite's row is of kind %q; nothing was run",
+		env.RequestID, env.Kind, rowKind)
 }
 
 // discarded refuses the envelope of a request whose transaction rolled back after it was filed.

@@ -1,0 +1,38 @@
+package dispatch
+
+import (
+	"testing"
+
+	"github.com/dataenv/dataenv/sidecar/internal/request"
+)
+
+// A satellite envelope is classed by the kind it carries: its run takes a job slot and counts
+// against the satellite login role's cap, its ping stays on the control-plane workers.
+func TestSatelliteEnvelopeIsClassedByItsInnerKind(t *testing.T) {
+	t.Parallel()
+	d := &Dispatcher{cfg: Config{JobKinds: []string{"run", "materialize"}}}
+	envelope := func(kind string) request.Request {
+		return request.Request{Kind: satelliteKind, RequestedBy: "dataenv_satellite_x",
+			Args: []byte(`{"database_oid": "16384", "request_id": "r", "xact": "7", "protocol": 1, "kind": "` + kind + `"}`)}
+	}
+	cases := []struct {
+		name string
+		req  request.Request
+		want int
+	}{
+		{"satellite run", envelope("run"), classJob},
+		{"satellite materialize", envelope("materialize"), classJob},
+		{"satellite ping", envelope("ping"), classControl},
+		{"envelope without a kind", request.Request{Kind: satelliteKind, Args: []byte(`{}`)}, classControl},
+		{"control run", request.Request{Kind: "run", Args: []byte(`{"workspace": "w"}`)}, classJob},
+		{"control ping", request.Request{Kind: "ping"}, classControl},
+	}
+	for _, c := range cases {
+		if got := d.classOf(c.req); got != c.want {
+			t.Errorf("%s: class %d, want %d", c.name, got, c.want)
+		}
+	}
+	if o := ownerOf(envelope("run")); o.user != "dataenv_satellite_x" || o.workspace != "" {
+		t.Errorf("owner of a satellite run: %+v, want the satellite's login role and no workspace", o)
+	}
+}

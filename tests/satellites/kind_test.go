@@ -1,0 +1,78 @@
+package satellites_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/dataenv/dataenv/tests/sidecartest"
+	"github.com/dataenv/dataenv/tests/testenv"
+)
+
+// An envelope carries its row's kind so the dispatcher can class it; the kind is only a hint. A
+// run filed as a ping (so it would dodge the job caps) is refused when its row is loaded: the
+// satellite's row fails with the reason, and no result is written.
+func TestEnvelopeNamingAnotherKindThanItsRowRunsNothing(t *testing.T) {
+	c := newControl(t)
+	s := newSatellite(t, c)
+	sidecartest.Start(t, sidecartest.Options{DSN: c.DSN})
+	waitStreaming(t, c.Conn)
+
+	genuine := ping(t, s.Conn)
+	if row := waitDone(t, s.Conn, genuine); row.Status != "succeeded" {
+		t.Fatalf("ping finished %s (error %v)", row.Status, row.Error)
+	}
+	if k := testenv.QueryText(t, c.Conn, `SELECT args->>'kind' FROM dataenv.requests WHERE id = $1`, genuine); k != "ping" {
+		t.Fatalf("the ping's envelope carries kind %q", k)
+	}
+
+	forged := fileRunAsPing(t, s)
+	row := waitDone(t, s.Conn, forged)
+	if row.Status != "failed" || row.Error == nil || !strings.Contains(*row.Error, `envelope says kind "ping"`) || row.Result != nil {
+		t.Fatalf("the run filed as a ping finished %s (error %v, result %s), want failed as refused", row.Status, row.Error, row.Result)
+	}
+	if got := testenv.QueryText(t, c.Conn, `SELECT status || ' ' || (args->>'kind') FROM dataenv.requests WHERE id = $1`, forged); got != "failed ping" {
+		t.Fatalf("the forged envelope: %s", got)
+	}
+}
+
+// fileRunAsPing makes a run in the satellite whose envelope, filed by hand in the same
+// transaction instead of by the commit trigger (held off for that one insert), says ping.
+func fileRunAsPing(t *testing.T, s satellite) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.Conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var id uuid.UUID
+	steps := []struct {
+		sql  string
+		scan bool
+	}{
+		{`ALTER TABLE dataenv.requests DISABLE TRIGGER requests_send_envelope`, false},
+		{`SELECT dataenv.run('w', 'SELECT 1')`, true},
+		{`ALTER TABLE dataenv.requests ENABLE TRIGGER requests_send_envelope`, false},
+	}
+	for _, st := range steps {
+		if st.scan {
+			err = tx.QueryRow(ctx, st.sql).Scan(&id)
+		} else {
+			_, err = tx.Exec(ctx, st.sql)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", st.sql, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `SELECT dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8, %L)::text', id, xact, 'ping'))
+		FROM dataenv.requests WHERE id = $1`, id); err != nil {
+		t.Fatalf("file the envelope by hand: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
