@@ -59,6 +59,7 @@ type Config struct {
 	// and JobsPerWorkspace per workspace), so control-plane kinds never wait behind jobs; see
 	// dispatch.Config.
 	JobKinds                                      []string
+	SchedulingKind                                func(request.Request) string // dispatch.Config.SchedulingKind
 	JobConcurrency, JobsPerUser, JobsPerWorkspace int
 	// SatelliteStats reports the connections to satellites open and in use, for the heartbeat
 	// (dataenv.sidecar_status); nil reports none.

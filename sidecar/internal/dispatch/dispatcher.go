@@ -31,7 +31,10 @@ type Config struct {
 	// JobKinds are the kinds that run on the job workers (run, materialize): JobConcurrency of
 	// them, at most JobsPerUser per requesting user and JobsPerWorkspace per workspace (args'
 	// workspace) at once. Empty: every kind is control-plane.
-	JobKinds         []string
+	JobKinds []string
+	// SchedulingKind is the kind a request is classed as, when it is not its own (a satellite
+	// envelope is classed by the kind it carries); nil: its own.
+	SchedulingKind   func(request.Request) string
 	JobConcurrency   int           // default 4
 	JobsPerUser      int           // default JobConcurrency - 1 (at least 1): a slot stays for others
 	JobsPerWorkspace int           // default JobConcurrency - 1 (at least 1)

@@ -18,33 +18,17 @@ const (
 	numClasses
 )
 
-// classOf is the class of a request: Config.JobKinds are jobs, the rest control-plane. A
-// satellite envelope is classed by the kind of the request it carries (args.kind), so a
-// satellite's run waits for a job slot and its ping does not.
+// classOf is the class of a request: Config.JobKinds are jobs, the rest control-plane, by the
+// kind Config.SchedulingKind says the request is scheduled as (its own kind by default).
 func (d *Dispatcher) classOf(req request.Request) int {
-	if slices.Contains(d.cfg.JobKinds, schedulingKind(req)) {
+	kind := req.Kind
+	if d.cfg.SchedulingKind != nil {
+		kind = d.cfg.SchedulingKind(req)
+	}
+	if slices.Contains(d.cfg.JobKinds, kind) {
 		return classJob
 	}
 	return classControl
-}
-
-// satelliteKind is the request kind of satellite envelopes (sidecar/internal/satellite.Kind).
-const satelliteKind = "satellite"
-
-// schedulingKind is the kind a request is classed as: its own, or an envelope's inner kind. The
-// inner kind is only a hint here; the satellite service refuses an envelope whose origin row
-// has another kind.
-func schedulingKind(req request.Request) string {
-	if req.Kind != satelliteKind {
-		return req.Kind
-	}
-	var a struct {
-		Kind string `json:"kind"`
-	}
-	if err := json.Unmarshal(req.Args, &a); err != nil || a.Kind == "" {
-		return req.Kind
-	}
-	return a.Kind
 }
 
 // jobOwner is who a job counts against for the per-user and per-workspace caps.

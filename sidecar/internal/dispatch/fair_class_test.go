@@ -4,15 +4,16 @@ import (
 	"testing"
 
 	"github.com/dataenv/dataenv/sidecar/internal/request"
+	"github.com/dataenv/dataenv/sidecar/internal/satellite"
 )
 
 // A satellite envelope is classed by the kind it carries: its run takes a job slot and counts
 // against the satellite login role's cap, its ping stays on the control-plane workers.
 func TestSatelliteEnvelopeIsClassedByItsInnerKind(t *testing.T) {
 	t.Parallel()
-	d := &Dispatcher{cfg: Config{JobKinds: []string{"run", "materialize"}}}
+	d := &Dispatcher{cfg: Config{JobKinds: []string{"run", "materialize"}, SchedulingKind: satellite.SchedulingKind}}
 	envelope := func(kind string) request.Request {
-		return request.Request{Kind: satelliteKind, RequestedBy: "dataenv_satellite_x",
+		return request.Request{Kind: satellite.Kind, RequestedBy: "dataenv_satellite_x",
 			Args: []byte(`{"database_oid": "16384", "request_id": "r", "xact": "7", "protocol": 1, "kind": "` + kind + `"}`)}
 	}
 	cases := []struct {
@@ -23,7 +24,7 @@ func TestSatelliteEnvelopeIsClassedByItsInnerKind(t *testing.T) {
 		{"satellite run", envelope("run"), classJob},
 		{"satellite materialize", envelope("materialize"), classJob},
 		{"satellite ping", envelope("ping"), classControl},
-		{"envelope without a kind", request.Request{Kind: satelliteKind, Args: []byte(`{}`)}, classControl},
+		{"envelope without a kind", request.Request{Kind: satellite.Kind, Args: []byte(`{}`)}, classControl},
 		{"control run", request.Request{Kind: "run", Args: []byte(`{"workspace": "w"}`)}, classJob},
 		{"control ping", request.Request{Kind: "ping"}, classControl},
 	}

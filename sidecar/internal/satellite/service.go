@@ -273,3 +273,20 @@ func retryUnlessFenced(err error) error {
 	}
 	return request.Retryable(err)
 }
+
+// SchedulingKind is the kind a request is scheduled as (dispatch.Config.SchedulingKind): an
+// envelope's inner kind (args.kind), so a satellite's run waits for a job slot and its ping does
+// not; any other request's own kind. The inner kind is only a hint: the envelope is refused when
+// its origin row has another kind.
+func SchedulingKind(req request.Request) string {
+	if req.Kind != Kind {
+		return req.Kind
+	}
+	var a struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(req.Args, &a); err != nil || a.Kind == "" {
+		return req.Kind
+	}
+	return a.Kind
+}
