@@ -46,6 +46,23 @@ func (l *faultLog) all() []fault {
 	return append([]fault(nil), l.faults...)
 }
 
+// uncovered is a fault class other than the leader kills that the run has not injected yet, so
+// that a short run covers every class whatever its randomness drew; else it is class.
+func (l *faultLog) uncovered(class string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[string]bool{}
+	for _, f := range l.faults {
+		seen[f.Class] = true
+	}
+	for _, c := range faultClasses {
+		if c != faultKillRestart && c != faultKillTakeover && !seen[c] {
+			return c
+		}
+	}
+	return class
+}
+
 // lastBefore is the last fault in (from, to], or false.
 func (l *faultLog) lastBefore(from, to time.Time) (fault, bool) {
 	l.mu.Lock()
@@ -67,7 +84,7 @@ func (l *faultLog) lastBefore(from, to time.Time) (fault, bool) {
 // 40 faults with one sidecar (a killed leader is restarted in place) and with a hot standby (the
 // standby takes over and the killed one is restarted as the new standby). Between faults it
 // usually waits for a leader that streams and then a random gap; one time in four it strikes at
-// once, in the middle of a takeover.
+// once, in the middle of a takeover. Every 20th fault is one of a class not injected yet, if any.
 func (h *harness) inject(ctx context.Context, kills int) error {
 	done, standby := 0, false
 	for n := 0; done < kills && ctx.Err() == nil; n++ {
@@ -86,6 +103,9 @@ func (h *harness) inject(ctx context.Context, kills int) error {
 		case <-time.After(h.gap()):
 		}
 		class := h.pickFault(standby)
+		if n%20 == 19 {
+			class = h.faults.uncovered(class)
+		}
 		if err := h.injectOne(ctx, class, standby); err != nil {
 			h.opts.Logf("inject %s: %v", class, err)
 			continue

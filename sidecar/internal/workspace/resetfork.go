@@ -288,16 +288,8 @@ func (s *Service) resetCopy(ctx context.Context, req *request.Request, rep reque
 			return err
 		}
 		if old != nil && old.Request != req.ID {
-			n, err := terminateSessions(ctx, l, it.Database)
-			it.SessionsEnded += n
-			if err != nil {
+			if err := dropOldCopy(ctx, l, rep, step, *old, fork, it); err != nil {
 				return err
-			}
-			if n > 0 {
-				request.Reportf(ctx, rep, step, "sessions ended", "%d session(s) on %s terminated", n, it.Database)
-			}
-			if err := dropCopyLocked(ctx, l, *old, cluster.Use{Kind: UseDatatable, Name: fork + "/" + it.Datatable}); err != nil {
-				return onlyWorkersLeft(ctx, l, it.Database, err)
 			}
 			oldLeft = false
 			if err := unregisterCopy(ctx, l.Control(), *old); err != nil {
@@ -375,6 +367,37 @@ func adoptStaging(ctx context.Context, tx pgx.Tx, clusterName, fork, staging, da
 func resetStagingName(req uuid.UUID, datatable string) string {
 	h := sha256.Sum256([]byte(req.String() + "/" + datatable))
 	return names.ForkPrefix + "reset_" + hex.EncodeToString(h[:12])
+}
+
+// dropOldCopy ends the sessions on the copy a reset replaces and drops it. An autovacuum worker
+// on it refuses the drop for a moment; the drop is tried again a few times in this attempt, so
+// that what the attempt did (the sessions it ended) is what its result says, before the attempt
+// gives up as transient.
+func dropOldCopy(ctx context.Context, l *cluster.Locked, rep request.Reporter, step string, old Copy, fork string, it *resetItem) error {
+	const tries = 10
+	for try := 1; ; try++ {
+		n, err := terminateSessions(ctx, l, it.Database)
+		it.SessionsEnded += n
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			request.Reportf(ctx, rep, step, "sessions ended", "%d session(s) on %s terminated", n, it.Database)
+		}
+		err = dropCopyLocked(ctx, l, old, cluster.Use{Kind: UseDatatable, Name: fork + "/" + it.Datatable})
+		if err == nil {
+			return nil
+		}
+		err = onlyWorkersLeft(ctx, l, it.Database, err)
+		if !request.IsTransient(err) || try == tries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		}
+	}
 }
 
 // terminateSessions ends every session of a role connected to database (pg_terminate_backend)
