@@ -24,6 +24,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/leader"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
+	"github.com/dataenv/dataenv/sidecar/internal/retention"
 )
 
 // Config of the sidecar's runtime. The composition root (sidecar/internal/app) builds what it
@@ -55,6 +56,9 @@ type Config struct {
 	Gatherer    prometheus.Gatherer // served on /metrics (required)
 	// RequestRetention keeps finished requests this long; default 7 days, negative forever.
 	RequestRetention time.Duration
+	// RetentionSatellites prunes the satellites' finished requests with the same retention
+	// (satellite.Service); nil prunes the control database only.
+	RetentionSatellites retention.Satellites
 	// JobKinds run on job workers of their own (JobConcurrency, at most JobsPerUser per user
 	// and JobsPerWorkspace per workspace), so control-plane kinds never wait behind jobs; see
 	// dispatch.Config.
