@@ -136,7 +136,8 @@ DECLARE
     state text;
 BEGIN
     BEGIN
-        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8, %L)::text', NEW.id, NEW.xact, NEW.kind));
+        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8, %L, %L::name, %L::text)::text',
+                                            NEW.id, NEW.xact, NEW.kind, NEW.requested_by, NEW.args->>'workspace'));
     EXCEPTION WHEN undefined_function OR invalid_schema_name OR insufficient_privilege OR invalid_authorization_specification THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
         RAISE EXCEPTION 'dataenv: control installation unavailable: %', msg

@@ -52,7 +52,7 @@ func Run(ctx context.Context, cfg Config) error {
 		RescueInterval: cfg.RescueInterval, RescueAfter: cfg.RescueAfter, RetryWindow: cfg.RetryWindow,
 		ForkExpiryInterval: cfg.ForkExpiryInterval,
 		Registry:           kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention, RetentionSatellites: sats,
-		JobKinds: []string{job.KindRun, job.KindMaterialize, job.KindPromote}, SchedulingKind: satellite.SchedulingKind, JobConcurrency: cfg.JobConcurrency,
+		JobKinds: []string{job.KindRun, job.KindMaterialize, job.KindPromote}, SchedulingKind: satellite.SchedulingKind, SchedulingOwner: satellite.SchedulingOwner, JobConcurrency: cfg.JobConcurrency,
 		JobsPerUser: cfg.JobsPerUser, JobsPerWorkspace: cfg.JobsPerWorkspace, SatelliteStats: sats.Stats})
 }
 

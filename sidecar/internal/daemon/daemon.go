@@ -63,7 +63,8 @@ type Config struct {
 	// and JobsPerWorkspace per workspace), so control-plane kinds never wait behind jobs; see
 	// dispatch.Config.
 	JobKinds                                      []string
-	SchedulingKind                                func(request.Request) string // dispatch.Config.SchedulingKind
+	SchedulingKind                                func(request.Request) string                   // dispatch.Config.SchedulingKind
+	SchedulingOwner                               func(request.Request) (user, workspace string) // dispatch.Config.SchedulingOwner
 	JobConcurrency, JobsPerUser, JobsPerWorkspace int
 	// SatelliteStats reports the connections to satellites open and in use, for the heartbeat
 	// (dataenv.sidecar_status); nil reports none.

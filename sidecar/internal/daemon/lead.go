@@ -35,7 +35,7 @@ func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease, stepDown time.D
 	d := dispatch.New(dispatch.Config{Pool: s.pool, DSN: s.cfg.DSN, Instance: s.id,
 		GateAppName: fence.SessionName(s.id, fence.RoleGate), Registry: s.cfg.Registry,
 		Concurrency: s.cfg.Concurrency, RetryWindow: s.cfg.RetryWindow, Logger: s.cfg.Logger, Observer: s.cfg.Metrics,
-		JobKinds: s.cfg.JobKinds, SchedulingKind: s.cfg.SchedulingKind, JobConcurrency: s.cfg.JobConcurrency, JobsPerUser: s.cfg.JobsPerUser,
+		JobKinds: s.cfg.JobKinds, SchedulingKind: s.cfg.SchedulingKind, SchedulingOwner: s.cfg.SchedulingOwner, JobConcurrency: s.cfg.JobConcurrency, JobsPerUser: s.cfg.JobsPerUser,
 		JobsPerWorkspace: s.cfg.JobsPerWorkspace})
 	d.Start(leaseCtx, workCtx)
 	go retention.New(retention.Config{Pool: s.pool, Retention: s.cfg.RequestRetention, Logger: s.cfg.Logger,
