@@ -15,15 +15,7 @@ import (
 // run filed as a ping (so it would dodge the job caps) is refused when its row is loaded: the
 // satellite's row fails with the reason, and no result is written.
 func TestEnvelopeNamingAnotherKindThanItsRowRunsNothing(t *testing.T) {
-	c := newControl(t)
-	s := newSatellite(t, c)
-	sidecartest.Start(t, sidecartest.Options{DSN: c.DSN})
-	waitStreaming(t, c.Conn)
-
-	genuine := ping(t, s.Conn)
-	if row := waitDone(t, s.Conn, genuine); row.Status != "succeeded" {
-		t.Fatalf("ping finished %s (error %v)", row.Status, row.Error)
-	}
+	c, s, genuine := servedSatellite(t)
 	if k := testenv.QueryText(t, c.Conn, `SELECT args->>'kind' FROM dataenv.requests WHERE id = $1`, genuine); k != "ping" {
 		t.Fatalf("the ping's envelope carries kind %q", k)
 	}
@@ -36,6 +28,21 @@ func TestEnvelopeNamingAnotherKindThanItsRowRunsNothing(t *testing.T) {
 	if got := testenv.QueryText(t, c.Conn, `SELECT status || ' ' || (args->>'kind') FROM dataenv.requests WHERE id = $1`, forged); got != "failed ping" {
 		t.Fatalf("the forged envelope: %s", got)
 	}
+}
+
+// servedSatellite is a control and a satellite of it served by a sidecar, and a ping made in the
+// satellite that succeeded.
+func servedSatellite(t *testing.T) (control, satellite, uuid.UUID) {
+	t.Helper()
+	c := newControl(t)
+	s := newSatellite(t, c)
+	sidecartest.Start(t, sidecartest.Options{DSN: c.DSN})
+	waitStreaming(t, c.Conn)
+	genuine := ping(t, s.Conn)
+	if row := waitDone(t, s.Conn, genuine); row.Status != "succeeded" {
+		t.Fatalf("ping finished %s (error %v)", row.Status, row.Error)
+	}
+	return c, s, genuine
 }
 
 // fileRun makes a run in workspace w in the satellite whose envelope is filed by hand in the same
@@ -83,15 +90,7 @@ func fileRun(t *testing.T, s satellite, kind, requestedBy, workspace string) uui
 // hints too. A run whose envelope names another requester or another workspace (so it would
 // count against someone else's caps) is refused when its row is loaded, and nothing runs.
 func TestEnvelopeNamingAnotherRequesterOrWorkspaceRunsNothing(t *testing.T) {
-	c := newControl(t)
-	s := newSatellite(t, c)
-	sidecartest.Start(t, sidecartest.Options{DSN: c.DSN})
-	waitStreaming(t, c.Conn)
-
-	genuine := ping(t, s.Conn)
-	if row := waitDone(t, s.Conn, genuine); row.Status != "succeeded" {
-		t.Fatalf("ping finished %s (error %v)", row.Status, row.Error)
-	}
+	c, s, genuine := servedSatellite(t)
 	requester := testenv.QueryText(t, s.Conn, `SELECT requested_by::text FROM dataenv.requests WHERE id = $1`, genuine)
 	hints := testenv.QueryText(t, c.Conn, `SELECT (args->>'requested_by') || ' ' || (args ? 'workspace')::text FROM dataenv.requests WHERE id = $1`, genuine)
 	if hints != requester+" false" {
