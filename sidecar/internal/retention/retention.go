@@ -105,7 +105,7 @@ func (p *Pruner) Run(ctx context.Context) {
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
 	for {
-		p.pass(ctx)
+		p.Pass(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -114,23 +114,25 @@ func (p *Pruner) Run(ctx context.Context) {
 	}
 }
 
-// pass prunes the control's finished requests, then the satellites'.
-func (p *Pruner) pass(ctx context.Context) {
-	n, err := p.Prune(ctx)
+// Pass prunes the control's finished requests, then the satellites', and returns how many of
+// each it deleted (Run makes one every Interval).
+func (p *Pruner) Pass(ctx context.Context) (control, satellites int64) {
+	control, err := p.Prune(ctx)
 	if err != nil && ctx.Err() == nil {
-		p.cfg.Logger.Warn("request retention: prune finished requests", "error", err, "deleted", n)
-	} else if n > 0 {
-		p.cfg.Logger.Info("request retention: finished requests pruned", "deleted", n, "retention", p.cfg.Retention)
+		p.cfg.Logger.Warn("request retention: prune finished requests", "error", err, "deleted", control)
+	} else if control > 0 {
+		p.cfg.Logger.Info("request retention: finished requests pruned", "deleted", control, "retention", p.cfg.Retention)
 	}
-	p.observe(InstallationControl, n)
+	p.observe(InstallationControl, control)
 	if p.cfg.Satellites == nil || ctx.Err() != nil {
-		return
+		return control, 0
 	}
-	n = p.cfg.Satellites.PruneSatellites(ctx, p.policy())
-	if n > 0 {
-		p.cfg.Logger.Info("request retention: satellites' finished requests pruned", "deleted", n, "retention", p.cfg.Retention)
+	satellites = p.cfg.Satellites.PruneSatellites(ctx, p.policy())
+	if satellites > 0 {
+		p.cfg.Logger.Info("request retention: satellites' finished requests pruned", "deleted", satellites, "retention", p.cfg.Retention)
 	}
-	p.observe(InstallationSatellite, n)
+	p.observe(InstallationSatellite, satellites)
+	return control, satellites
 }
 
 func (p *Pruner) observe(installation string, n int64) {

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dataenv/dataenv/sidecar/install"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/retention"
 	"github.com/dataenv/dataenv/sidecar/internal/satellite"
 	"github.com/dataenv/dataenv/tests/testenv"
@@ -103,9 +105,14 @@ func TestRetentionPrunesSatellitesAndSkipsCounterfeits(t *testing.T) {
 	}
 	fake := counterfeit(t, ctrl)
 	svc := satellite.New(satellite.Config{Control: ctrl, MaxConns: 1, Logger: slog.New(slog.DiscardHandler)})
-	p := retention.Policy{Retention: 7 * 24 * time.Hour, Batch: 3, Pause: time.Millisecond}
-	if n := svc.PruneSatellites(context.Background(), p); n != 14 {
-		t.Fatalf("pruned %d satellite requests, want 14 (7 old finished in each of two satellites)", n)
+	reg := metrics.NewRegistry()
+	pruner := retention.New(retention.Config{Pool: ctrl, Retention: 7 * 24 * time.Hour, Batch: 3, Pause: time.Millisecond,
+		Satellites: svc, Observer: metrics.New(reg), Logger: slog.New(slog.DiscardHandler)})
+	if control, sats := pruner.Pass(context.Background()); control != 0 || sats != 14 {
+		t.Fatalf("pruned %d control and %d satellite requests, want 0 and 14 (7 old finished in each of two satellites)", control, sats)
+	}
+	if got := prunedMetric(t, reg, "satellite"); got != 14 {
+		t.Errorf("dataenv_requests_pruned_total{installation=\"satellite\"} is %v, want 14", got)
 	}
 	for _, db := range sats {
 		if old, recent, open := counts(t, db); old != 0 || recent != 3 || open != 2 {
@@ -122,7 +129,31 @@ func TestRetentionPrunesSatellitesAndSkipsCounterfeits(t *testing.T) {
 	if open, _ := svc.Stats(); open > 1 {
 		t.Errorf("%d satellite connections open, more than the pool's limit of 1", open)
 	}
+	p := retention.Policy{Retention: 7 * 24 * time.Hour, Batch: 3, Pause: time.Millisecond}
 	if n := svc.PruneSatellites(context.Background(), p); n != 0 {
 		t.Errorf("a second pass pruned %d", n)
 	}
+}
+
+// prunedMetric reads dataenv_requests_pruned_total for installation from reg.
+func prunedMetric(t *testing.T, reg *prometheus.Registry, installation string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "dataenv_requests_pruned_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "installation" && l.GetValue() == installation {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no dataenv_requests_pruned_total{installation=%q}", installation)
+	return 0
 }
