@@ -7,8 +7,10 @@ package retention
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -142,13 +144,14 @@ func (p *Pruner) observe(installation string, n int64) {
 }
 
 // pruneSQL deletes one batch: the oldest finished requests past the retention that nobody holds
-// (SKIP LOCKED: a row being written is left for the next pass). Their cancellation rows go with
+// (SKIP LOCKED: a row being written is left for the next pass), except those of ids $3. Their cancellation rows go with
 // them (ON DELETE CASCADE). lock_timeout bounds the wait for anything else.
 const pruneSQL = `
 WITH doomed AS (
     SELECT id FROM dataenv.requests
      WHERE status IN ('succeeded', 'failed', 'cancelled')
        AND finished_at < pg_catalog.now() - pg_catalog.make_interval(secs => $1)
+       AND id <> ALL ($3::text::uuid[])
      ORDER BY finished_at
      LIMIT $2
        FOR UPDATE SKIP LOCKED
@@ -159,7 +162,7 @@ DELETE FROM dataenv.requests r USING doomed WHERE r.id = doomed.id`
 // and returns how many it deleted.
 func (p *Pruner) Prune(ctx context.Context) (int64, error) {
 	pol := p.policy()
-	return pol.Batches(ctx, func(ctx context.Context) (int64, error) { return pol.DeleteBatch(ctx, p.cfg.Pool) })
+	return pol.Batches(ctx, func(ctx context.Context) (int64, error) { return pol.DeleteBatch(ctx, p.cfg.Pool, nil) })
 }
 
 // Batches calls one until it deletes fewer than p.Batch requests (or fails), pausing p.Pause
@@ -181,8 +184,8 @@ func (p Policy) Batches(ctx context.Context, one func(context.Context) (int64, e
 }
 
 // DeleteBatch deletes one batch of finished requests past the retention from db's dataenv.requests,
-// in a short transaction of its own.
-func (p Policy) DeleteBatch(ctx context.Context, db Beginner) (int64, error) {
+// in a short transaction of its own, keeping the requests of ids keep.
+func (p Policy) DeleteBatch(ctx context.Context, db Beginner, keep []uuid.UUID) (int64, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -191,9 +194,19 @@ func (p Policy) DeleteBatch(ctx context.Context, db Beginner) (int64, error) {
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'`); err != nil {
 		return 0, err
 	}
-	tag, err := tx.Exec(ctx, pruneSQL, p.Retention.Seconds(), p.Batch)
+	tag, err := tx.Exec(ctx, pruneSQL, p.Retention.Seconds(), p.Batch, uuidArray(keep))
 	if err != nil {
 		return 0, err
 	}
 	return tag.RowsAffected(), tx.Commit(ctx)
+}
+
+// uuidArray is ids as an array literal: a satellite connection sends parameters untyped
+// (QueryExecModeExec), which a Go slice cannot be encoded as.
+func uuidArray(ids []uuid.UUID) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = id.String()
+	}
+	return "{" + strings.Join(parts, ",") + "}"
 }

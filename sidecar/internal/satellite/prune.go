@@ -66,25 +66,47 @@ func (s *Service) registered(ctx context.Context) ([]registration, error) {
 	})
 }
 
+// unfinishedSQL lists the satellite's requests whose envelope has not finished: a satellite row
+// finished before its envelope (the sidecar stopped between the two outcome writes, or the row
+// was cancelled while its envelope waited) is what that envelope's next attempt finishes with,
+// so it stays until the envelope is done.
+const unfinishedSQL = `
+SELECT r.id FROM dataenv.requests r
+ WHERE r.kind = 'satellite' AND r.status IN ('pending', 'running')
+   AND r.args->>'installation_id' = $1::text`
+
 func (s *Service) pruneOne(ctx context.Context, p retention.Policy, r registration) (int64, error) {
 	if r.datname == "" {
 		return 0, fmt.Errorf("no database with OID %d accepts connections", r.oid)
 	}
 	return p.Batches(ctx, func(ctx context.Context) (int64, error) {
+		// Read before the batch: an envelope filed later is for a row that is not finished yet.
+		keep, err := s.unfinished(ctx, r)
+		if err != nil {
+			return 0, err
+		}
 		conn, release, err := s.pool.Acquire(ctx, r.oid, r.datname)
 		if err != nil {
 			return 0, err
 		}
-		n, err := pruneBatch(ctx, conn, p, r)
+		n, err := pruneBatch(ctx, conn, p, r, keep)
 		release(err == nil)
 		return n, err
 	})
 }
 
-// pruneBatch deletes one batch in a satellite once its tables are the installer's (attest, in a
-// statement of its own) and its identity is the registered one: a counterfeit or a replacement
-// is never written to.
-func pruneBatch(ctx context.Context, conn *pgx.Conn, p retention.Policy, r registration) (int64, error) {
+func (s *Service) unfinished(ctx context.Context, r registration) ([]uuid.UUID, error) {
+	rows, err := s.cfg.Control.Query(ctx, unfinishedSQL, r.installation.String())
+	if err != nil {
+		return nil, fmt.Errorf("read the satellite's unfinished envelopes: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+}
+
+// pruneBatch deletes one batch in a satellite, but not the requests keep, once its tables are the
+// installer's (attest, in a statement of its own) and its identity is the registered one: a
+// counterfeit or a replacement is never written to.
+func pruneBatch(ctx context.Context, conn *pgx.Conn, p retention.Policy, r registration, keep []uuid.UUID) (int64, error) {
 	var real bool
 	if err := conn.QueryRow(ctx, attestSQL, r.oid).Scan(&real); err != nil {
 		return 0, fmt.Errorf("attest the satellite's tables: %w", err)
@@ -99,7 +121,7 @@ func pruneBatch(ctx context.Context, conn *pgx.Conn, p retention.Policy, r regis
 	if id != r.installation {
 		return 0, fmt.Errorf("database %s holds installation %s, not the registered %s: not pruned", r.datname, id, r.installation)
 	}
-	n, err := p.DeleteBatch(ctx, conn)
+	n, err := p.DeleteBatch(ctx, conn, keep)
 	if err != nil {
 		return n, fmt.Errorf("prune satellite %s: %w", r.datname, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -95,28 +96,58 @@ func counterfeit(t *testing.T, ctrl *pgxpool.Pool) string {
 	return db
 }
 
+// envelopeStillUnfinished files, behind the control's triggers, a pending envelope for one of the
+// satellite's old finished requests (as after a sidecar stop between the two outcome writes) and
+// returns its id.
+func envelopeStillUnfinished(t *testing.T, ctrl *pgxpool.Pool, sat string) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	satConn := pg.Connect(t, sat)
+	var id, installation uuid.UUID
+	if err := satConn.QueryRow(ctx, `SELECT r.id, i.id FROM dataenv.requests r, dataenv.installation i
+		WHERE r.error = 'old' LIMIT 1`).Scan(&id, &installation); err != nil {
+		t.Fatal(err)
+	}
+	conn := pg.Connect(t, controlOf(t, ctrl))
+	testenv.MustExec(t, conn, `SET session_replication_role = replica`)
+	testenv.MustExec(t, conn, `INSERT INTO dataenv.requests (id, kind, args, requested_by)
+		VALUES ($1::uuid, 'satellite', jsonb_build_object('installation_id', $2::text, 'request_id', $1::text), current_user)`, id.String(), installation.String())
+	return id
+}
+
+func controlOf(t *testing.T, ctrl *pgxpool.Pool) string {
+	t.Helper()
+	return ctrl.Config().ConnConfig.Database
+}
+
 // Retention prunes every registered satellite's finished requests past the retention, over the
 // shared pool (one connection here for three databases), keeps recent finished and unfinished
-// ones, and never touches a database whose dataenv tables are not the installer's.
+// ones, and one whose envelope has not finished until it has, and never touches a database whose
+// dataenv tables are not the installer's.
 func TestRetentionPrunesSatellitesAndSkipsCounterfeits(t *testing.T) {
 	ctrl, sats := controlWithSatellites(t, 2)
 	for _, db := range sats {
 		seedRequests(t, db)
 	}
 	fake := counterfeit(t, ctrl)
+	awaiting := envelopeStillUnfinished(t, ctrl, sats[0])
 	svc := satellite.New(satellite.Config{Control: ctrl, MaxConns: 1, Logger: slog.New(slog.DiscardHandler)})
 	reg := metrics.NewRegistry()
 	pruner := retention.New(retention.Config{Pool: ctrl, Retention: 7 * 24 * time.Hour, Batch: 3, Pause: time.Millisecond,
 		Satellites: svc, Observer: metrics.New(reg), Logger: slog.New(slog.DiscardHandler)})
-	if control, sats := pruner.Pass(context.Background()); control != 0 || sats != 14 {
-		t.Fatalf("pruned %d control and %d satellite requests, want 0 and 14 (7 old finished in each of two satellites)", control, sats)
+	if control, sats := pruner.Pass(context.Background()); control != 0 || sats != 13 {
+		t.Fatalf("pruned %d control and %d satellite requests, want 0 and 13 (7 old finished in each of two satellites, one kept for its envelope)", control, sats)
 	}
-	if got := prunedMetric(t, reg, "satellite"); got != 14 {
-		t.Errorf("dataenv_requests_pruned_total{installation=\"satellite\"} is %v, want 14", got)
+	if got := prunedMetric(t, reg, "satellite"); got != 13 {
+		t.Errorf("dataenv_requests_pruned_total{installation=\"satellite\"} is %v, want 13", got)
 	}
-	for _, db := range sats {
-		if old, recent, open := counts(t, db); old != 0 || recent != 3 || open != 2 {
-			t.Errorf("satellite %s after the prune: %d old finished, %d recent finished, %d unfinished; want 0, 3, 2", db, old, recent, open)
+	for i, db := range sats {
+		wantOld := 0
+		if i == 0 {
+			wantOld = 1 // the row whose envelope has not finished
+		}
+		if old, recent, open := counts(t, db); old != wantOld || recent != 3 || open != 2 {
+			t.Errorf("satellite %s after the prune: %d old finished, %d recent finished, %d unfinished; want %d, 3, 2", db, old, recent, open, wantOld)
 		}
 	}
 	var fakeOld int
@@ -132,6 +163,10 @@ func TestRetentionPrunesSatellitesAndSkipsCounterfeits(t *testing.T) {
 	p := retention.Policy{Retention: 7 * 24 * time.Hour, Batch: 3, Pause: time.Millisecond}
 	if n := svc.PruneSatellites(context.Background(), p); n != 0 {
 		t.Errorf("a second pass pruned %d", n)
+	}
+	testenv.MustExec(t, pg.Connect(t, controlOf(t, ctrl)), `UPDATE dataenv.requests SET status = 'succeeded', finished_at = now() WHERE id = $1`, awaiting)
+	if n := svc.PruneSatellites(context.Background(), p); n != 1 {
+		t.Errorf("once its envelope finished, a pass pruned %d, want the one row kept for it", n)
 	}
 }
 
