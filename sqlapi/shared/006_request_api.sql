@@ -1,9 +1,10 @@
 -- The request API a control installation and a satellite installation have alike, written once
 -- and applied first by both installs (sidecar/install: applyAPI): the request table's triggers,
--- ping and cancel, and the wrappers that file runs, materializations and fork changes. Each
--- install's own files grant them to its roles and add what differs (the control's dataenv.wait
--- waits on the sidecar's gate lock, a satellite's polls: sqlapi/004 and sqlapi/satellite/052).
--- Only dataenv.requests is referenced at creation; validate_request and authorize_request are the
+-- ping (and its validator), cancel, wait's argument checks, and the wrappers that file runs,
+-- materializations and fork changes. Each install's own files grant them to its roles and add
+-- what differs (the control's dataenv.wait waits on the sidecar's gate lock, a satellite's polls:
+-- sqlapi/004 and sqlapi/satellite/052). Nothing here needs another file at creation (only
+-- dataenv.requests, from the migrations); validate_request and authorize_request are each
 -- installation's own, resolved when a row is inserted.
 
 -- ---------------------------------------------------------------------------------------------
