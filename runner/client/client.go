@@ -20,6 +20,11 @@ type Client struct {
 	// changed is closed (and replaced) whenever a spare has started or failed to.
 	changed chan struct{}
 	closed  bool
+	// background counts spare starts and discards still running (under mu), and backgroundDone
+	// is signalled when it drops to zero: Close waits for them, so that every spare's work
+	// directory is gone when it returns.
+	background     int
+	backgroundDone *sync.Cond
 }
 
 // New returns a Client. It fails when the runner binary cannot be found.
@@ -31,7 +36,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.CgroupParent != "" {
 		sweepStaleCgroups(cfg.CgroupParent)
 	}
-	return &Client{cfg: cfg, pools: map[spareKey]*sparePool{}, changed: make(chan struct{})}, nil
+	c := &Client{cfg: cfg, pools: map[spareKey]*sparePool{}, changed: make(chan struct{})}
+	c.backgroundDone = sync.NewCond(&c.mu)
+	return c, nil
 }
 
 // Config returns the client's configuration with defaults filled in.

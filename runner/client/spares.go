@@ -99,7 +99,7 @@ func (c *Client) trimMountPoolsLocked() {
 		}
 		if withSpares > c.cfg.MountedSpareSets || i >= 4*max(c.cfg.MountedSpareSets, 1) {
 			for _, s := range p.spares {
-				go discard(s)
+				c.discardLocked(s)
 			}
 			// Another job earns the set its spares back.
 			p.spares, p.jobs = nil, min(p.jobs, 1)
@@ -254,14 +254,18 @@ func (c *Client) refill(key spareKey) {
 func (c *Client) refillAsync(key spareKey) {
 	c.mu.Lock()
 	pool := c.reserveLocked(key)
-	c.mu.Unlock()
 	if pool != nil {
+		c.background++
+		c.mu.Unlock()
 		go func() {
+			defer c.backgroundEnded()
 			if c.startReserved(key, pool) {
 				c.refill(key)
 			}
 		}()
+		return
 	}
+	c.mu.Unlock()
 }
 
 // reserveLocked counts one more spare of key as starting, or returns nil when the pool is full
@@ -292,7 +296,7 @@ func (c *Client) startReserved(key spareKey, pool *sparePool) bool {
 		return false
 	}
 	if !c.wantsSparesLocked(key) || c.pools[key] != pool {
-		go discard(p)
+		c.discardLocked(p)
 		return false
 	}
 	pool.spares = append(pool.spares, p)
@@ -331,7 +335,30 @@ func (c *Client) Close() error {
 			discard(p)
 		}
 	}
+	c.mu.Lock()
+	for c.background > 0 {
+		c.backgroundDone.Wait()
+	}
+	c.mu.Unlock()
 	return nil
+}
+
+// discardLocked discards p in the background (it waits for the process to exit), counted for
+// Close. Call with c.mu held.
+func (c *Client) discardLocked(p *process) {
+	c.background++
+	go func() {
+		defer c.backgroundEnded()
+		discard(p)
+	}()
+}
+
+func (c *Client) backgroundEnded() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.background--; c.background == 0 {
+		c.backgroundDone.Broadcast()
+	}
 }
 
 func discard(p *process) {
