@@ -205,7 +205,6 @@ func (p *Pool) put(conn *Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w := p.sameDatabaseWaiterLocked(conn); w != nil {
-		conn.streak++
 		w.g <- conn
 		return
 	}
@@ -234,6 +233,8 @@ func (p *Pool) sameDatabaseWaiterLocked(conn *Conn) *waiter {
 		p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
 		if i == 0 {
 			conn.streak = 0 // nobody older was passed over
+		} else {
+			conn.streak++
 		}
 		return w
 	}

@@ -133,8 +133,8 @@ func TestPoolWaitEndsWithTheContext(t *testing.T) {
 }
 
 // Callers queued for one database are served, as each is done, by the connection already open to
-// it, ahead of an older caller of another database (which gets its turn after them): a queue of
-// envelopes for one satellite costs one dial, not one each.
+// it, ahead of an older caller of another database: a queue of envelopes for one satellite costs
+// one dial, not one each. After 8 such passes the older caller gets its turn, then the rest.
 func TestPoolServesQueuedCallersOfOneDatabaseWithOneConnection(t *testing.T) {
 	ctrl, dbs := databases(t, 2)
 	p := satellite.NewPool(ctrl, 1, time.Hour)
@@ -148,7 +148,8 @@ func TestPoolServesQueuedCallersOfOneDatabaseWithOneConnection(t *testing.T) {
 		who string
 		pid uint32
 	}
-	order := make(chan served, 4)
+	const callersOfA = 10
+	order := make(chan served, callersOfA+1)
 	var wg sync.WaitGroup
 	queue := func(who string, d db) {
 		want := p.Waiting() + 1
@@ -166,7 +167,7 @@ func TestPoolServesQueuedCallersOfOneDatabaseWithOneConnection(t *testing.T) {
 		testenv.Eventually(t, 10*time.Second, who+" to queue", func() bool { return p.Waiting() == want })
 	}
 	queue("B", dbs[1]) // first in the queue, for the other database
-	for i := range 3 {
+	for i := range callersOfA {
 		queue(fmt.Sprintf("A%d", i), dbs[0])
 	}
 	releaseA(true)
@@ -176,16 +177,16 @@ func TestPoolServesQueuedCallersOfOneDatabaseWithOneConnection(t *testing.T) {
 	for s := range order {
 		got = append(got, s)
 	}
-	if len(got) != 4 || got[3].who != "B" {
-		t.Fatalf("served %v, want the three callers of A first, then B", got)
+	if len(got) != callersOfA+1 || got[8].who != "B" {
+		t.Fatalf("served %v, want eight callers of A, then B, then the other two of A", got)
 	}
-	for _, s := range got[:3] {
+	for _, s := range got[:8] {
 		if s.pid != pidA {
 			t.Fatalf("caller %s of A got backend %d, not A's open connection %d (served %v)", s.who, s.pid, pidA, got)
 		}
 	}
-	if got[3].pid == pidA {
-		t.Fatalf("B was served by A's backend")
+	if got[8].pid == pidA || got[9].pid != got[10].pid || got[9].pid == got[8].pid {
+		t.Fatalf("after B the last two callers of A should share one new connection: served %v", got)
 	}
 	p.CloseIdle(time.Time{})
 }
