@@ -177,16 +177,21 @@ func (s *Service) run(ctx context.Context, conn *Conn, env envelope, req *reques
 
 // waitEnded waits briefly while the origin transaction is in progress (its envelope commits just
 // before it does), then asks for another attempt; a rolled-back one discards the envelope. The
-// same round trip resolves the origin database's current name by its OID (resolve).
+// same round trip resolves the origin database's current name by its OID (resolve), and reads
+// the envelope's own status: an unclaimed (ping) envelope delivered again after it finished (a
+// rescue racing a late decoded insert) then ends here, without a satellite connection; its
+// outcome write matches no row and is dropped.
 func (s *Service) waitEnded(ctx context.Context, env envelope) (string, error) {
 	pause := 250 * time.Microsecond
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		var status, datname *string
-		if err := s.cfg.Control.QueryRow(ctx, endedSQL, env.Xact, env.DatabaseOID).Scan(&status, &datname); err != nil {
+		var status, datname, own *string
+		if err := s.cfg.Control.QueryRow(ctx, endedSQL, env.Xact, env.DatabaseOID, env.RequestID).Scan(&status, &datname, &own); err != nil {
 			return "", request.Retryable(fmt.Errorf("check the origin transaction: %w", err))
 		}
 		switch {
+		case own != nil && request.Status(*own).Finished():
+			return "", request.Refusef("satellite request %s: its envelope is already %s", env.RequestID, *own)
 		case status != nil && *status == "aborted":
 			return "", discarded(env)
 		case (status == nil || *status != "in progress") && datname == nil:
@@ -206,7 +211,8 @@ func (s *Service) waitEnded(ctx context.Context, env envelope) (string, error) {
 }
 
 const endedSQL = `SELECT pg_catalog.pg_xact_status($1::xid8),
-       (SELECT d.datname::text FROM pg_catalog.pg_database d WHERE d.oid = $2 AND d.datallowconn)`
+       (SELECT d.datname::text FROM pg_catalog.pg_database d WHERE d.oid = $2 AND d.datallowconn),
+       (SELECT r.status FROM dataenv.requests r WHERE r.id = $3)`
 
 // waitOrigin loads the origin row; its transaction has ended by now (waitEnded), so "in
 // progress" is only a race with the check, worth another attempt.
