@@ -127,6 +127,13 @@ COMMENT ON FUNCTION dataenv.control_exec(text) IS
 -- DEFERRABLE INITIALLY DEFERRED: runs at commit, so the envelope lands just before the origin
 -- commits (and never for a transaction that rolls back earlier). It still commits on its own, so
 -- it can outlive a rollback that happens after it: the sidecar discards those.
+-- The envelope's transaction commits without waiting for its own WAL flush (synchronous_commit
+-- off, for that transaction only): the origin commits right after it in the same cluster, so in
+-- the same WAL, and the flush of the origin's commit record flushes the envelope's earlier one
+-- too (a synchronous standby that confirmed the origin's commit has received it as well). A
+-- crash before that flush loses both, or keeps an envelope whose origin did not commit, which
+-- the sidecar discards; and the sidecar runs an envelope only once its origin committed, by
+-- which time the envelope is durable. One fsync fewer on every satellite request's commit.
 CREATE OR REPLACE FUNCTION dataenv.requests_send_envelope() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -136,7 +143,8 @@ DECLARE
     state text;
 BEGIN
     BEGIN
-        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8, %L)::text', NEW.id, NEW.xact, NEW.kind));
+        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8, %L)::text'
+            ' FROM pg_catalog.set_config(''synchronous_commit'', ''off'', true)', NEW.id, NEW.xact, NEW.kind));
     EXCEPTION WHEN undefined_function OR invalid_schema_name OR insufficient_privilege OR invalid_authorization_specification THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
         RAISE EXCEPTION 'dataenv: control installation unavailable: %', msg
