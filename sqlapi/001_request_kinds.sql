@@ -118,27 +118,7 @@ GRANT EXECUTE ON FUNCTION dataenv.authorize_request(text, jsonb, name), dataenv.
     dataenv.is_dataenv_admin(name) TO dataenv_user, dataenv_admin;
 
 
--- Kinds every installation has.
-CREATE OR REPLACE FUNCTION dataenv.validate_ping(args jsonb) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    k text;
-BEGIN
-    FOR k IN SELECT jsonb_object_keys(args) LOOP
-        IF k NOT IN ('sleep_ms') THEN
-            RAISE EXCEPTION 'ping: unknown argument "%"', k USING ERRCODE = '22023';
-        END IF;
-    END LOOP;
-    IF args ? 'sleep_ms' AND (jsonb_typeof(args->'sleep_ms') <> 'number'
-                              OR (args->>'sleep_ms')::numeric NOT BETWEEN 0 AND 600000) THEN
-        RAISE EXCEPTION 'ping: sleep_ms must be a number of milliseconds between 0 and 600000'
-            USING ERRCODE = '22023';
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION dataenv.validate_ping(jsonb) IS 'Validates the args of a ping request.';
+-- Kinds every installation has (ping's validator is in sqlapi/shared/006: a satellite has it too).
 
 -- Validation runs on every request insert, so it must not plan anything per row: the kinds'
 -- validators are compiled into one function, dataenv.validate_request(kind, args), a CASE over

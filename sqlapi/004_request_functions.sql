@@ -1,41 +1,6 @@
--- plpgsql rather than sql: a SQL function that cannot be inlined plans its INSERT on every
--- call, and ping is what health checks and benchmarks call in a loop; plpgsql keeps the plan.
-CREATE OR REPLACE FUNCTION dataenv.ping() RETURNS uuid
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    request_id uuid;
-BEGIN
-    INSERT INTO dataenv.requests (kind, args) VALUES ('ping', '{}'::jsonb) RETURNING id INTO request_id;
-    RETURN request_id;
-END
-$$;
-COMMENT ON FUNCTION dataenv.ping() IS
-    'Makes a request that does nothing and returns its id; SELECT * FROM dataenv.wait(id) returns it finished.';
-
-CREATE OR REPLACE FUNCTION dataenv.cancel(request_id uuid) RETURNS dataenv.requests
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    r dataenv.requests;
-BEGIN
-    IF request_id IS NULL THEN
-        RAISE EXCEPTION 'dataenv.cancel: request_id is required' USING ERRCODE = '22004';
-    END IF;
-    UPDATE dataenv.requests SET cancel_requested = true
-     WHERE id = request_id AND status IN ('pending', 'running') AND NOT cancel_requested;
-    SELECT * INTO r FROM dataenv.requests WHERE id = request_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'dataenv.cancel: no request % visible to %', request_id, current_user
-            USING ERRCODE = 'P0002';
-    END IF;
-    RETURN r;
-END
-$$;
-COMMENT ON FUNCTION dataenv.cancel(uuid) IS
-    'Cancels a request: a pending one is cancelled at once, a running one is stopped by the sidecar. Returns the row; finished requests are left as they are.';
+-- ping, cancel and wait's argument checks are in sqlapi/shared/006 (a satellite has them alike);
+-- wait is the control's own: it queues on the sidecar's gate lock, a satellite's polls
+-- (sqlapi/satellite/052).
 
 -- wait() cannot use LISTEN: notifications reach a session only between transactions, never inside
 -- a function. Instead the sidecar holds an advisory "gate" lock per request from the moment it
@@ -56,16 +21,7 @@ DECLARE
     old_lock_timeout text := current_setting('lock_timeout');
     backoff double precision := 0.001;
 BEGIN
-    IF request_id IS NULL THEN
-        RAISE EXCEPTION 'dataenv.wait: request_id is required' USING ERRCODE = '22004';
-    END IF;
-    IF timeout IS NULL OR timeout < interval '0' THEN
-        RAISE EXCEPTION 'dataenv.wait: timeout must be a non-negative interval' USING ERRCODE = '22023';
-    END IF;
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'dataenv.wait needs READ COMMITTED: under % the outcome can never become visible',
-            current_setting('transaction_isolation') USING ERRCODE = '25000';
-    END IF;
+    PERFORM dataenv.wait_check(request_id, timeout);
     LOOP
         SELECT * INTO r FROM dataenv.requests WHERE id = request_id;
         IF NOT FOUND THEN
@@ -107,6 +63,6 @@ $$;
 COMMENT ON FUNCTION dataenv.wait(uuid, interval) IS
     'Returns the request once it is finished, or as it stands when the timeout passes. Raises if the request was made in the still-open calling transaction.';
 
-GRANT EXECUTE ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval)
+GRANT EXECUTE ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval), dataenv.wait_check(uuid, interval)
     TO dataenv_user, dataenv_admin;
-REVOKE EXECUTE ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval), dataenv.wait_check(uuid, interval) FROM PUBLIC;

@@ -118,36 +118,5 @@ INSERT INTO dataenv.request_kinds (kind, validator, policy, workspace_arg, descr
 ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy,
                                  workspace_arg = EXCLUDED.workspace_arg, description = EXCLUDED.description;
 
--- expires_in and pin_lakes were added after release: the old signatures go first (positional
--- and named calls of the old parameters keep working with the new one).
-DROP FUNCTION IF EXISTS dataenv.create_fork(text, text, jsonb, text[]);
-DROP FUNCTION IF EXISTS dataenv.create_fork(text, text, jsonb, text[], interval);
-DROP FUNCTION IF EXISTS dataenv.create_fork(text, text, jsonb, text[], boolean);
-CREATE OR REPLACE FUNCTION dataenv.create_fork(parent text, fork text, datatables jsonb DEFAULT '{}',
-                                              shared_lakes text[] DEFAULT '{}', expires_in interval DEFAULT NULL,
-                                              pin_lakes boolean DEFAULT false) RETURNS uuid
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    INSERT INTO dataenv.requests (kind, args)
-    VALUES ('create_fork', jsonb_build_object('parent', parent, 'fork', fork,
-                                              'datatables', coalesce(datatables, '{}'::jsonb),
-                                              'shared_lakes', to_jsonb(coalesce(shared_lakes, '{}'::text[])))
-                           || CASE WHEN expires_in IS NULL THEN '{}'::jsonb
-                                   ELSE jsonb_build_object('expires_in', expires_in::text) END
-                           || jsonb_build_object('pin_lakes', coalesce(pin_lakes, false)))
-    RETURNING id
-$$;
-COMMENT ON FUNCTION dataenv.create_fork(text, text, jsonb, text[], interval, boolean) IS
-    'Requests a fork of workspace parent named fork. datatables maps a datatable name to keep_original (default: the fork uses the parent''s database), schema_only (a new database with the parent''s schema, no rows) or full_copy (schema and rows). Lakes are isolated unless listed in shared_lakes. expires_in: the fork expires that long after it is created (the sidecar drops it then); NULL takes the default of the parent''s expiry policy (dataenv.set_workspace_policy), if any; at most the policy''s maximum. With pin_lakes, the fork''s deferred lake reads see each ancestor as of the snapshot current when the fork was made (dataenv.repin_fork moves the pin). Returns the request id.';
-
-CREATE OR REPLACE FUNCTION dataenv.drop_fork(fork text, cascade boolean DEFAULT false) RETURNS uuid
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    INSERT INTO dataenv.requests (kind, args)
-    VALUES ('drop_fork', jsonb_build_object('fork', fork, 'cascade', coalesce(cascade, false)))
-    RETURNING id
-$$;
-COMMENT ON FUNCTION dataenv.drop_fork(text, boolean) IS
-    'Requests the drop of a fork: the workspace, then each database it owns (marker and record required); each registry row is removed only after its drop. Refused while child forks exist unless cascade. Partial failures are reported; run it again to retry. Returns the request id.';
+-- dataenv.create_fork and dataenv.drop_fork, which file these kinds, are in sqlapi/shared/006 (a
+-- satellite has them alike).

@@ -45,7 +45,7 @@ DECLARE
     k text;
 BEGIN
     FOR k IN SELECT jsonb_object_keys(args) LOOP
-        IF k NOT IN ('database_oid', 'installation_id', 'request_id', 'xact', 'protocol', 'kind') THEN
+        IF k NOT IN ('database_oid', 'installation_id', 'request_id', 'xact', 'protocol', 'kind', 'requested_by', 'workspace') THEN
             RAISE EXCEPTION 'satellite: unknown argument "%"', k USING ERRCODE = '22023';
         END IF;
     END LOOP;
@@ -64,19 +64,36 @@ BEGIN
         RAISE EXCEPTION 'satellite: kind % is not a request kind of the control installation', coalesce(args->'kind', 'null'::jsonb)::text
             USING ERRCODE = '22023', HINT = 'Pass the satellite row''s kind (ping, run, ...) to dataenv.satellite_enqueue_v1.';
     END IF;
+    -- Who and where a job counts against (the dispatcher's caps): hints as well, checked
+    -- against the row like the kind.
+    IF jsonb_typeof(args->'requested_by') IS DISTINCT FROM 'string' OR args->>'requested_by' = ''
+       OR octet_length(args->>'requested_by') > 63 THEN
+        RAISE EXCEPTION 'satellite: requested_by % is not a role name', coalesce(args->'requested_by', 'null'::jsonb)::text
+            USING ERRCODE = '22023', HINT = 'Pass the satellite row''s requested_by to dataenv.satellite_enqueue_v1.';
+    END IF;
+    IF args ? 'workspace' AND (jsonb_typeof(args->'workspace') IS DISTINCT FROM 'string' OR args->>'workspace' = ''
+                                OR octet_length(args->>'workspace') > 63) THEN
+        RAISE EXCEPTION 'satellite: workspace % is not a workspace name', (args->'workspace')::text
+            USING ERRCODE = '22023', HINT = 'Pass the satellite row''s args->>''workspace'' (NULL when it has none) to dataenv.satellite_enqueue_v1.';
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION dataenv.validate_satellite(jsonb) IS
-    'Validates the args of an envelope (kind satellite): the origin must be the inserting session''s own satellite registration, and kind a request kind of the control (other than satellite).';
+    'Validates the args of an envelope (kind satellite): the origin must be the inserting session''s own satellite registration, kind a request kind of the control (other than satellite), requested_by a role name and workspace, when present, a workspace name.';
 
 -- The envelope: the satellite's commit-time trigger calls this over dblink as the satellite's
 -- login role, in a transaction of its own that commits just before the origin's does (so it
 -- can outlive a rollback: the sidecar checks the origin transaction before running it). The id is
--- the satellite row's own, which keeps request ids unique across installations. The row's kind
--- rides along so the dispatcher classes the envelope (a run is a job, a ping control-plane).
--- Satellites are unreleased, so protocol 1 dropped its two-argument form.
+-- the satellite row's own, which keeps request ids unique across installations. The row's kind,
+-- requester and workspace ride along as scheduling hints: the dispatcher classes the envelope by
+-- the kind (a run is a job, a ping control-plane) and counts a job against the requester (within
+-- its satellite) and the workspace; the sidecar refuses an envelope whose hints are not its row's.
+-- Satellites are unreleased, so protocol 1 dropped its earlier forms.
 DROP FUNCTION IF EXISTS dataenv.satellite_enqueue_v1(uuid, xid8);
-CREATE OR REPLACE FUNCTION dataenv.satellite_enqueue_v1(request_id uuid, origin_xact xid8, kind text) RETURNS void
+DROP FUNCTION IF EXISTS dataenv.satellite_enqueue_v1(uuid, xid8, text);
+CREATE OR REPLACE FUNCTION dataenv.satellite_enqueue_v1(request_id uuid, origin_xact xid8, kind text,
+                                                        requested_by name, workspace text)
+RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -85,11 +102,15 @@ DECLARE
     envelope jsonb;
     existing jsonb;
 BEGIN
-    IF request_id IS NULL OR origin_xact IS NULL OR kind IS NULL THEN
-        RAISE EXCEPTION 'dataenv.satellite_enqueue_v1: request_id, origin_xact and kind are required' USING ERRCODE = '22004';
+    IF request_id IS NULL OR origin_xact IS NULL OR kind IS NULL OR requested_by IS NULL THEN
+        RAISE EXCEPTION 'dataenv.satellite_enqueue_v1: request_id, origin_xact, kind and requested_by are required' USING ERRCODE = '22004';
     END IF;
     envelope := jsonb_build_object('database_oid', s.database_oid::text, 'installation_id', s.installation_id,
-                                   'request_id', request_id, 'xact', origin_xact::text, 'protocol', 1, 'kind', kind);
+                                   'request_id', request_id, 'xact', origin_xact::text, 'protocol', 1, 'kind', kind,
+                                   'requested_by', requested_by::text);
+    IF workspace IS NOT NULL THEN
+        envelope := envelope || jsonb_build_object('workspace', workspace);
+    END IF;
     INSERT INTO dataenv.requests (id, kind, args, requested_by)
     VALUES (request_id, 'satellite', envelope, session_user)
     ON CONFLICT (id) DO NOTHING;
@@ -103,8 +124,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION dataenv.satellite_enqueue_v1(uuid, xid8, text) IS
-    'Files the envelope of a satellite request (protocol 1): origin database OID and installation UUID derived from the calling login role''s registration, the local request id, the origin transaction id and the row''s kind (a scheduling hint the sidecar checks against the row). Idempotent for the same envelope.';
+COMMENT ON FUNCTION dataenv.satellite_enqueue_v1(uuid, xid8, text, name, text) IS
+    'Files the envelope of a satellite request (protocol 1): origin database OID and installation UUID derived from the calling login role''s registration, the local request id, the origin transaction id, and the row''s kind, requester and workspace (scheduling hints the sidecar checks against the row). Idempotent for the same envelope.';
 
 -- A cancellation made in a satellite of a request already running there: its envelope is
 -- cancelled like any request (the sidecar stops the running job), but only an envelope of the
@@ -154,7 +175,7 @@ COMMENT ON FUNCTION dataenv.satellite_status_v1() IS
     'For a satellite''s login role: whether a ready leader sidecar serves the engine, its heartbeat age, the control schema version, the protocols served and this satellite''s envelopes still waiting.';
 
 REVOKE ALL ON FUNCTION dataenv.satellite_protocols(), dataenv.satellite_of_session(), dataenv.validate_satellite(jsonb),
-    dataenv.satellite_enqueue_v1(uuid, xid8, text), dataenv.satellite_status_v1(), dataenv.satellite_cancel_v1(uuid) FROM PUBLIC;
+    dataenv.satellite_enqueue_v1(uuid, xid8, text, name, text), dataenv.satellite_status_v1(), dataenv.satellite_cancel_v1(uuid) FROM PUBLIC;
 -- Satellites registered before these functions (or signatures) existed may call them too.
 DO $grants$
 DECLARE
@@ -162,7 +183,7 @@ DECLARE
 BEGIN
     FOR r IN SELECT s.login_role FROM dataenv.satellites s
               WHERE EXISTS (SELECT FROM pg_catalog.pg_roles x WHERE x.rolname = s.login_role) LOOP
-        EXECUTE format('GRANT EXECUTE ON FUNCTION dataenv.satellite_cancel_v1(uuid), dataenv.satellite_enqueue_v1(uuid, xid8, text) TO %I', r);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION dataenv.satellite_cancel_v1(uuid), dataenv.satellite_enqueue_v1(uuid, xid8, text, name, text) TO %I', r);
     END LOOP;
 END
 $grants$;

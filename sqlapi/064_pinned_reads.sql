@@ -3,7 +3,7 @@
 -- ---------------------------------------------------------------------------------------------
 
 -- A pin is taken by the sidecar (it reads the ancestors' DuckLake catalogs), so both calls are
--- requests. create_fork(..., pin_lakes => true) takes the first pins (sqlapi/026).
+-- requests. create_fork(..., pin_lakes => true) takes the first pins (sqlapi/shared/006).
 CREATE OR REPLACE FUNCTION dataenv.validate_repin_fork(args jsonb) RETURNS void
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp

@@ -7,3 +7,9 @@ import "embed"
 //
 //go:embed satellite/*.sql
 var SatelliteFS embed.FS
+
+// SharedFS holds the API a control and a satellite installation have alike (shared/*.sql):
+// written once, applied by both installs before their own files.
+//
+//go:embed shared/*.sql
+var SharedFS embed.FS

@@ -112,21 +112,17 @@ func maxVersion(applied map[int]bool) int {
 	return m
 }
 
-// applyAPI re-creates every sqlapi file in one transaction and stamps the schema comment.
+// applyAPI re-creates, in one transaction, the API both installations share (sqlapi/shared),
+// then every file of api (the control's or a satellite's), and stamps the schema comment.
 func applyAPI(ctx context.Context, conn *pgx.Conn, api fs.FS, schemaVersion int) error {
-	names, err := fs.Glob(api, "*.sql")
+	shared, err := fs.Sub(sqlapi.SharedFS, "shared")
 	if err != nil {
-		return fmt.Errorf("list sqlapi files: %w", err)
+		return fmt.Errorf("shared sqlapi: %w", err)
 	}
-	sort.Strings(names)
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		for _, name := range names {
-			body, err := fs.ReadFile(api, name)
-			if err != nil {
-				return fmt.Errorf("read sqlapi %s: %w", name, err)
-			}
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return fmt.Errorf("apply sqlapi %s: %w", name, err)
+		for _, src := range []fs.FS{shared, api} {
+			if err := applyFiles(ctx, tx, src); err != nil {
+				return err
 			}
 		}
 		stamp := fmt.Sprintf("dataenv %s, schema version %d", version.Version, schemaVersion)
@@ -136,6 +132,25 @@ func applyAPI(ctx context.Context, conn *pgx.Conn, api fs.FS, schemaVersion int)
 		}
 		return nil
 	})
+}
+
+// applyFiles runs every *.sql file of fsys in name order.
+func applyFiles(ctx context.Context, tx pgx.Tx, fsys fs.FS) error {
+	names, err := fs.Glob(fsys, "*.sql")
+	if err != nil {
+		return fmt.Errorf("list sqlapi files: %w", err)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return fmt.Errorf("read sqlapi %s: %w", name, err)
+		}
+		if _, err := tx.Exec(ctx, string(body)); err != nil {
+			return fmt.Errorf("apply sqlapi %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func quoteLiteral(s string) string {

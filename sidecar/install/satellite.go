@@ -235,7 +235,7 @@ func registerRole(ctx context.Context, tx pgx.Tx, role, password string, id uuid
 		fmt.Sprintf("COMMENT ON ROLE %s IS %s", ident, quoteLiteral("dataenv: login role of the satellite installation in database "+dbname+"; may only file envelopes")),
 		fmt.Sprintf("GRANT CONNECT ON DATABASE %s TO %s", pgx.Identifier{tx.Conn().Config().Database}.Sanitize(), ident),
 		fmt.Sprintf("GRANT USAGE ON SCHEMA dataenv TO %s", ident),
-		fmt.Sprintf("GRANT EXECUTE ON FUNCTION dataenv.satellite_enqueue_v1(uuid, xid8, text), dataenv.satellite_status_v1(), dataenv.satellite_cancel_v1(uuid) TO %s", ident),
+		fmt.Sprintf("GRANT EXECUTE ON FUNCTION dataenv.satellite_enqueue_v1(uuid, xid8, text, name, text), dataenv.satellite_status_v1(), dataenv.satellite_cancel_v1(uuid) TO %s", ident),
 	}
 	for _, s := range stmts {
 		if _, err := tx.Exec(ctx, s); err != nil {

@@ -99,28 +99,8 @@ $$;
 COMMENT ON FUNCTION dataenv.authorize_request(text, jsonb, name) IS
     'Raises (42501, with what to do) unless role may make a request of kind here: an administrator of this satellite, or a member of its user role for kinds of policy any. Checked at insert and by the sidecar before every attempt.';
 
-CREATE OR REPLACE FUNCTION dataenv.validate_ping(args jsonb) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    k text;
-BEGIN
-    FOR k IN SELECT jsonb_object_keys(args) LOOP
-        IF k NOT IN ('sleep_ms') THEN
-            RAISE EXCEPTION 'ping: unknown argument "%"', k USING ERRCODE = '22023';
-        END IF;
-    END LOOP;
-    IF args ? 'sleep_ms' AND (jsonb_typeof(args->'sleep_ms') <> 'number'
-                              OR (args->>'sleep_ms')::numeric NOT BETWEEN 0 AND 600000) THEN
-        RAISE EXCEPTION 'ping: sleep_ms must be a number of milliseconds between 0 and 600000'
-            USING ERRCODE = '22023';
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION dataenv.validate_ping(jsonb) IS 'Validates the args of a ping request.';
-
--- The kinds a satellite offers (docs/satellites.md says why only these).
+-- The kinds a satellite offers (docs/satellites.md says why only these); ping's validator is written
+-- once for both installations (sqlapi/shared/006).
 INSERT INTO dataenv.request_kinds (kind, validator, policy, description)
 VALUES ('ping', 'dataenv.validate_ping(jsonb)'::regprocedure, 'any', 'Does nothing; health checks and benchmarks.')
 ON CONFLICT (kind) DO UPDATE SET validator = EXCLUDED.validator, policy = EXCLUDED.policy, description = EXCLUDED.description;

@@ -1,75 +1,8 @@
 -- A satellite's request API: the row is written in the caller's transaction; at its commit a
 -- deferred trigger files the envelope in the control database; the sidecar runs it once the
--- origin transaction committed and writes the outcome back here (docs/satellites.md).
-
-CREATE OR REPLACE FUNCTION dataenv.requests_before_insert() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF NEW.kind IS NULL OR NEW.kind = '' THEN
-        RAISE EXCEPTION 'dataenv request: kind is required' USING ERRCODE = '22023';
-    END IF;
-    IF NEW.args IS NULL THEN
-        NEW.args := '{}'::jsonb;
-    ELSIF jsonb_typeof(NEW.args) <> 'object' THEN
-        RAISE EXCEPTION 'dataenv request %: args must be a JSON object, got %', NEW.kind, jsonb_typeof(NEW.args)
-            USING ERRCODE = '22023';
-    END IF;
-    PERFORM dataenv.validate_request(NEW.kind, NEW.args);
-    PERFORM dataenv.authorize_request(NEW.kind, NEW.args, NEW.requested_by);
-    RETURN NEW;
-END
-$$;
-COMMENT ON FUNCTION dataenv.requests_before_insert() IS
-    'Validates kind and args of a new satellite request and authorizes its requested_by under this satellite''s roles.';
-DROP TRIGGER IF EXISTS requests_before_insert ON dataenv.requests;
-CREATE TRIGGER requests_before_insert BEFORE INSERT ON dataenv.requests
-    FOR EACH ROW EXECUTE FUNCTION dataenv.requests_before_insert();
-
-CREATE OR REPLACE FUNCTION dataenv.requests_before_update() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF OLD.cancel_requested AND NOT NEW.cancel_requested THEN
-        RAISE EXCEPTION 'dataenv request %: a cancellation cannot be withdrawn', OLD.id USING ERRCODE = '22023';
-    END IF;
-    IF NEW.cancel_requested AND NOT OLD.cancel_requested AND OLD.status = 'pending' THEN
-        NEW.status := 'cancelled';
-        NEW.error := 'cancelled before it started';
-        NEW.finished_at := clock_timestamp();
-    END IF;
-    NEW.updated_at := clock_timestamp();
-    RETURN NEW;
-END
-$$;
-COMMENT ON FUNCTION dataenv.requests_before_update() IS
-    'Keeps cancellations one-way and finishes a pending request that is cancelled (its envelope then finds it finished and runs nothing).';
-DROP TRIGGER IF EXISTS requests_before_update ON dataenv.requests;
-CREATE TRIGGER requests_before_update BEFORE UPDATE ON dataenv.requests
-    FOR EACH ROW WHEN (OLD.cancel_requested IS DISTINCT FROM NEW.cancel_requested)
-    EXECUTE FUNCTION dataenv.requests_before_update();
-
-CREATE OR REPLACE FUNCTION dataenv.requests_notify_finished() RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM pg_notify('dataenv_request_finished', n.id::text)
-       FROM requests_new n
-       JOIN requests_old o ON o.id = n.id
-      WHERE n.status IN ('succeeded', 'failed', 'cancelled')
-        AND o.status IS DISTINCT FROM n.status;
-    RETURN NULL;
-END
-$$;
-COMMENT ON FUNCTION dataenv.requests_notify_finished() IS
-    'Sends the request id on channel dataenv_request_finished (in this satellite''s database) for every request an UPDATE brought to a final status.';
-DROP TRIGGER IF EXISTS requests_notify_finished ON dataenv.requests;
-CREATE TRIGGER requests_notify_finished AFTER UPDATE ON dataenv.requests
-    REFERENCING OLD TABLE AS requests_old NEW TABLE AS requests_new
-    FOR EACH STATEMENT EXECUTE FUNCTION dataenv.requests_notify_finished();
+-- origin transaction committed and writes the outcome back here (docs/satellites.md). The
+-- request table's triggers, ping, cancel and wait's checks are written once for both
+-- installations (sqlapi/shared/006); what is here is what a satellite does differently.
 
 -- A libpq connection-string value, quoted.
 CREATE OR REPLACE FUNCTION dataenv.conninfo_value(v text) RETURNS text
@@ -143,8 +76,9 @@ DECLARE
     state text;
 BEGIN
     BEGIN
-        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8, %L)::text'
-            ' FROM pg_catalog.set_config(''synchronous_commit'', ''off'', true)', NEW.id, NEW.xact, NEW.kind));
+        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8, %L, %L::name, %L::text)::text'
+                                            ' FROM pg_catalog.set_config(''synchronous_commit'', ''off'', true)',
+                                            NEW.id, NEW.xact, NEW.kind, NEW.requested_by, NEW.args->>'workspace'));
     EXCEPTION WHEN undefined_function OR invalid_schema_name OR insufficient_privilege OR invalid_authorization_specification THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
         RAISE EXCEPTION 'dataenv: control installation unavailable: %', msg
@@ -204,48 +138,12 @@ BEGIN
 END
 $rls$;
 
-CREATE OR REPLACE FUNCTION dataenv.ping() RETURNS uuid
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    request_id uuid;
-BEGIN
-    INSERT INTO dataenv.requests (kind, args) VALUES ('ping', '{}'::jsonb) RETURNING id INTO request_id;
-    RETURN request_id;
-END
-$$;
-COMMENT ON FUNCTION dataenv.ping() IS
-    'Makes a request that does nothing and returns its id; it runs once the calling transaction commits. SELECT * FROM dataenv.wait(id) returns it finished.';
-
-CREATE OR REPLACE FUNCTION dataenv.cancel(request_id uuid) RETURNS dataenv.requests
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    r dataenv.requests;
-BEGIN
-    IF request_id IS NULL THEN
-        RAISE EXCEPTION 'dataenv.cancel: request_id is required' USING ERRCODE = '22004';
-    END IF;
-    UPDATE dataenv.requests SET cancel_requested = true
-     WHERE id = request_id AND status IN ('pending', 'running') AND NOT cancel_requested;
-    SELECT * INTO r FROM dataenv.requests WHERE id = request_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'dataenv.cancel: no request % visible to %', request_id, current_user
-            USING ERRCODE = 'P0002';
-    END IF;
-    RETURN r;
-END
-$$;
-COMMENT ON FUNCTION dataenv.cancel(uuid) IS
-    'Cancels a request of this satellite: a pending one is cancelled at once and its envelope runs nothing; for a running one (a job) the cancellation reaches its envelope in the control installation when this transaction commits, and the sidecar stops it. Returns the row.';
-
 -- The sidecar holds no gate lock in a satellite (advisory locks are per database and it keeps no
 -- session here), so wait polls: every millisecond for the first 20 ms, where a ping ends when
--- the sidecar has a connection to this database, then with a backoff capped at 10 ms. A poll
--- costs the backend some 45 us of CPU (a loaded 2-core machine), so polling every millisecond
--- for longer would cost more CPU than the latency it saves.
+-- the sidecar has a connection to this database, then with a backoff capped at 10 ms (a poll
+-- costs the backend some 45 us of CPU on a loaded 2-core machine, so polling every millisecond
+-- for longer would cost more CPU than the latency it saves). Not the control's wait, which
+-- queues on that lock (sqlapi/004), and so not in sqlapi/shared.
 CREATE OR REPLACE FUNCTION dataenv.wait(request_id uuid, timeout interval DEFAULT '30 s')
 RETURNS dataenv.requests
 LANGUAGE plpgsql VOLATILE
@@ -257,16 +155,7 @@ DECLARE
     started timestamptz := clock_timestamp();
     backoff double precision := 0.001;
 BEGIN
-    IF request_id IS NULL THEN
-        RAISE EXCEPTION 'dataenv.wait: request_id is required' USING ERRCODE = '22004';
-    END IF;
-    IF timeout IS NULL OR timeout < interval '0' THEN
-        RAISE EXCEPTION 'dataenv.wait: timeout must be a non-negative interval' USING ERRCODE = '22023';
-    END IF;
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'dataenv.wait needs READ COMMITTED: under % the outcome can never become visible',
-            current_setting('transaction_isolation') USING ERRCODE = '25000';
-    END IF;
+    PERFORM dataenv.wait_check(request_id, timeout);
     LOOP
         SELECT * INTO r FROM dataenv.requests WHERE id = request_id;
         IF NOT FOUND THEN
@@ -334,9 +223,10 @@ DECLARE
 BEGIN
     SELECT * INTO STRICT inst FROM dataenv.installation;
     REVOKE ALL ON FUNCTION dataenv.control_exec(text), dataenv.requests_send_envelope(), dataenv.requests_send_cancellation() FROM PUBLIC;
-    REVOKE ALL ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval),
+    REVOKE ALL ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval), dataenv.wait_check(uuid, interval),
         dataenv.control_status(), dataenv.conninfo_value(text) FROM PUBLIC;
-    EXECUTE format('GRANT EXECUTE ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval), dataenv.control_status() TO %I, %I',
+    EXECUTE format('GRANT EXECUTE ON FUNCTION dataenv.ping(), dataenv.cancel(uuid), dataenv.wait(uuid, interval), dataenv.wait_check(uuid, interval),
+        dataenv.control_status() TO %I, %I',
                    inst.user_role, inst.admin_role);
     REVOKE ALL ON dataenv.sidecar_status FROM PUBLIC;
     EXECUTE format('GRANT SELECT ON dataenv.sidecar_status TO %I, %I', inst.user_role, inst.admin_role);

@@ -79,11 +79,16 @@ func TestSatelliteRunFollowsControlWorkspaceMembership(t *testing.T) {
 	if err := json.Unmarshal(row.Result, &res); err != nil || row.Status != "succeeded" || res.rowsText() != "42" {
 		t.Fatalf("a member's run from the satellite: %s %s %s (%v)", row.Status, deref(row.Error), row.Result, err)
 	}
-	// Its envelope names the kind, so the dispatcher ran it as a job (docs/satellites.md). The
-	// envelope's outcome is written after the satellite's: wait for it in the control.
+	// Its envelope names the kind, so the dispatcher ran it as a job, and the requester and the
+	// workspace, which it counted against (docs/satellites.md). The envelope's outcome is written
+	// after the satellite's: wait for it in the control.
 	sidecartest.Wait(t, e.conn, id, 120*time.Second)
-	if got := queryString(t, e.conn, `SELECT status || ' ' || (args->>'kind') FROM dataenv.requests WHERE id = $1`, id); got != "succeeded run" {
-		t.Fatalf("the run's envelope: %s, want succeeded run", got)
+	if got := queryString(t, e.conn, `SELECT status || ' ' || (args->>'kind') || ' ' || (args->>'workspace') FROM dataenv.requests WHERE id = $1`, id); got != "succeeded run prod" {
+		t.Fatalf("the run's envelope: %s, want succeeded run prod", got)
+	}
+	requester := queryString(t, member, `SELECT requested_by::text FROM dataenv.requests WHERE id = $1`, id)
+	if got := queryString(t, e.conn, `SELECT args->>'requested_by' FROM dataenv.requests WHERE id = $1`, id); got != requester {
+		t.Fatalf("the run's envelope names requester %q, its row %q", got, requester)
 	}
 	for who, c := range map[string]struct {
 		conn *pgx.Conn

@@ -106,6 +106,7 @@ func TestUpgradeFromLastReleaseWithWorkInFlight(t *testing.T) {
 	if n := testenv.Query[int](t, conn, `SELECT count(*) FROM pg_database WHERE datname LIKE 'dataenv\_tmp\_%'`); n != 0 {
 		t.Fatalf("%d staging databases left after the interrupted requests", n)
 	}
+	checkSatelliteOnUpgradedControl(t, conn, db, ws)
 	// What the release made is still dataenv's to drop, with the new sidecar.
 	for _, f := range []string{fork, fork2} {
 		succeed(t, conn, testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.drop_fork($1)`, f))

@@ -51,8 +51,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Concurrency:  cfg.Concurrency, ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger,
 		RescueInterval: cfg.RescueInterval, RescueAfter: cfg.RescueAfter, RetryWindow: cfg.RetryWindow,
 		ForkExpiryInterval: cfg.ForkExpiryInterval,
-		Registry:           kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention,
-		JobKinds: []string{job.KindRun, job.KindMaterialize, job.KindPromote}, SchedulingKind: satellite.SchedulingKind, JobConcurrency: cfg.JobConcurrency,
+		Registry:           kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention, RetentionSatellites: sats,
+		JobKinds: []string{job.KindRun, job.KindMaterialize, job.KindPromote}, SchedulingKind: satellite.SchedulingKind, SchedulingOwner: satellite.SchedulingOwner, JobConcurrency: cfg.JobConcurrency,
 		JobsPerUser: cfg.JobsPerUser, JobsPerWorkspace: cfg.JobsPerWorkspace, SatelliteStats: sats.Stats})
 }
 

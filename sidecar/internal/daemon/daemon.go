@@ -24,6 +24,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/leader"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
+	"github.com/dataenv/dataenv/sidecar/internal/retention"
 )
 
 // Config of the sidecar's runtime. The composition root (sidecar/internal/app) builds what it
@@ -55,11 +56,15 @@ type Config struct {
 	Gatherer    prometheus.Gatherer // served on /metrics (required)
 	// RequestRetention keeps finished requests this long; default 7 days, negative forever.
 	RequestRetention time.Duration
+	// RetentionSatellites prunes the satellites' finished requests with the same retention
+	// (satellite.Service); nil prunes the control database only.
+	RetentionSatellites retention.Satellites
 	// JobKinds run on job workers of their own (JobConcurrency, at most JobsPerUser per user
 	// and JobsPerWorkspace per workspace), so control-plane kinds never wait behind jobs; see
 	// dispatch.Config.
 	JobKinds                                      []string
-	SchedulingKind                                func(request.Request) string // dispatch.Config.SchedulingKind
+	SchedulingKind                                func(request.Request) string                   // dispatch.Config.SchedulingKind
+	SchedulingOwner                               func(request.Request) (user, workspace string) // dispatch.Config.SchedulingOwner
 	JobConcurrency, JobsPerUser, JobsPerWorkspace int
 	// SatelliteStats reports the connections to satellites open and in use, for the heartbeat
 	// (dataenv.sidecar_status); nil reports none.

@@ -35,10 +35,11 @@ func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease, stepDown time.D
 	d := dispatch.New(dispatch.Config{Pool: s.pool, DSN: s.cfg.DSN, Instance: s.id,
 		GateAppName: fence.SessionName(s.id, fence.RoleGate), Registry: s.cfg.Registry,
 		Concurrency: s.cfg.Concurrency, RetryWindow: s.cfg.RetryWindow, Logger: s.cfg.Logger, Observer: s.cfg.Metrics,
-		JobKinds: s.cfg.JobKinds, SchedulingKind: s.cfg.SchedulingKind, JobConcurrency: s.cfg.JobConcurrency, JobsPerUser: s.cfg.JobsPerUser,
+		JobKinds: s.cfg.JobKinds, SchedulingKind: s.cfg.SchedulingKind, SchedulingOwner: s.cfg.SchedulingOwner, JobConcurrency: s.cfg.JobConcurrency, JobsPerUser: s.cfg.JobsPerUser,
 		JobsPerWorkspace: s.cfg.JobsPerWorkspace})
 	d.Start(leaseCtx, workCtx)
-	go retention.New(retention.Config{Pool: s.pool, Retention: s.cfg.RequestRetention, Logger: s.cfg.Logger}).Run(workCtx)
+	go retention.New(retention.Config{Pool: s.pool, Retention: s.cfg.RequestRetention, Logger: s.cfg.Logger,
+		Satellites: s.cfg.RetentionSatellites, Observer: s.cfg.Metrics}).Run(workCtx)
 	resc := rescuer.New(rescuer.Config{Pool: s.pool, Dispatcher: d, Interval: s.cfg.RescueInterval,
 		RescueAfter: s.cfg.RescueAfter, Logger: s.cfg.Logger, Observer: s.cfg.Metrics})
 	go resc.Run(workCtx)

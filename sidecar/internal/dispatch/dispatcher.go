@@ -34,7 +34,10 @@ type Config struct {
 	JobKinds []string
 	// SchedulingKind is the kind a request is classed as, when it is not its own (a satellite
 	// envelope is classed by the kind it carries); nil: its own.
-	SchedulingKind   func(request.Request) string
+	SchedulingKind func(request.Request) string
+	// SchedulingOwner is the user and workspace a job counts against, when they are not its
+	// requester and args.workspace (a satellite envelope carries its row's); nil: those.
+	SchedulingOwner  func(request.Request) (user, workspace string)
 	JobConcurrency   int           // default 4
 	JobsPerUser      int           // default JobConcurrency - 1 (at least 1): a slot stays for others
 	JobsPerWorkspace int           // default JobConcurrency - 1 (at least 1)
@@ -251,7 +254,7 @@ func (d *Dispatcher) admitLocked(req request.Request, xact string, fromScan bool
 	}
 	e := &entry{req: req, xact: xact, fromScan: fromScan, enqueued: d.cfg.Now(), class: d.classOf(req)}
 	if e.class == classJob {
-		e.owner = ownerOf(req)
+		e.owner = d.ownerOf(req)
 		d.queueChanged()
 	}
 	if req.CancelRequested {

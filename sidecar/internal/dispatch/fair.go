@@ -34,10 +34,14 @@ func (d *Dispatcher) classOf(req request.Request) int {
 // jobOwner is who a job counts against for the per-user and per-workspace caps.
 type jobOwner struct{ user, workspace string }
 
-// ownerOf is the requester and workspace of a job; for a satellite envelope that is the
-// satellite's login role in the control (requested_by), so one satellite's jobs share one
-// user's cap, and the workspace when the envelope carries one.
-func ownerOf(req request.Request) jobOwner {
+// ownerOf is who and where a job counts against for the caps: Config.SchedulingOwner's answer
+// (a satellite envelope's is the satellite row's requester and workspace, which the envelope
+// carries), by default the requester and args.workspace.
+func (d *Dispatcher) ownerOf(req request.Request) jobOwner {
+	if d.cfg.SchedulingOwner != nil {
+		user, workspace := d.cfg.SchedulingOwner(req)
+		return jobOwner{user: user, workspace: workspace}
+	}
 	var a struct {
 		Workspace string `json:"workspace"`
 	}

@@ -8,7 +8,8 @@ import (
 )
 
 // A satellite envelope is classed by the kind it carries: its run takes a job slot and counts
-// against the satellite login role's cap, its ping stays on the control-plane workers.
+// against the satellite caller (qualified by the satellite's database) and the workspace it
+// carries, its ping stays on the control-plane workers.
 func TestSatelliteEnvelopeIsClassedByItsInnerKind(t *testing.T) {
 	t.Parallel()
 	d := &Dispatcher{cfg: Config{JobKinds: []string{"run", "materialize"}, SchedulingKind: satellite.SchedulingKind}}
@@ -33,7 +34,16 @@ func TestSatelliteEnvelopeIsClassedByItsInnerKind(t *testing.T) {
 			t.Errorf("%s: class %d, want %d", c.name, got, c.want)
 		}
 	}
-	if o := ownerOf(envelope("run")); o.user != "dataenv_satellite_x" || o.workspace != "" {
-		t.Errorf("owner of a satellite run: %+v, want the satellite's login role and no workspace", o)
+	d.cfg.SchedulingOwner = satellite.SchedulingOwner
+	if o := d.ownerOf(envelope("run")); o.user != "dataenv_satellite_x" || o.workspace != "" {
+		t.Errorf("owner of an envelope without hints: %+v, want the satellite's login role and no workspace", o)
+	}
+	hinted := request.Request{Kind: satellite.Kind, RequestedBy: "dataenv_satellite_x",
+		Args: []byte(`{"database_oid": "16384", "kind": "run", "requested_by": "alice", "workspace": "w"}`)}
+	if o := d.ownerOf(hinted); o.user != "16384/alice" || o.workspace != "w" {
+		t.Errorf("owner of a satellite run: %+v, want 16384/alice in workspace w", o)
+	}
+	if o := d.ownerOf(request.Request{Kind: "run", RequestedBy: "alice", Args: []byte(`{"workspace": "w"}`)}); o.user != "alice" || o.workspace != "w" {
+		t.Errorf("owner of a control run: %+v, want alice in workspace w", o)
 	}
 }

@@ -55,6 +55,7 @@ type Metrics struct {
 	oldestUnfinished *prometheus.GaugeVec
 	limitsHit        *prometheus.CounterVec
 	forkExpirations  prometheus.Counter
+	requestsPruned   *prometheus.CounterVec
 	satellites       satelliteGauges
 
 	backlogMu    sync.Mutex
@@ -81,6 +82,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.addRunnerMetrics()
 	m.addRescuerMetrics()
 	m.addExpiryMetrics()
+	m.addRetentionMetrics()
 	m.satellites = newSatelliteGauges()
 	if reg != nil {
 		reg.MustRegister(m.collectors()...)
@@ -95,7 +97,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.leader, m.reconnects,
 		m.sideEffects, m.lockWait, m.objectDeletes,
 		m.runnerJobs, m.runnerDuration, m.spillStops, m.runnerCrashes, m.limitsHit,
-		m.rescued, m.oldestUnfinished, m.forkExpirations,
+		m.rescued, m.oldestUnfinished, m.forkExpirations, m.requestsPruned,
 		m.satellites.open, m.satellites.inUse,
 	}
 }

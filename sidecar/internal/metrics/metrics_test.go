@@ -39,6 +39,7 @@ var families = map[string]string{
 	"dataenv_oldest_unfinished_request_age_seconds": "gauge",
 	"dataenv_job_limits_hit_total":                  "counter",
 	"dataenv_fork_expirations_total":                "counter",
+	"dataenv_requests_pruned_total":                 "counter",
 	"dataenv_satellite_connections_open":            "gauge",
 	"dataenv_satellite_connections_in_use":          "gauge",
 }

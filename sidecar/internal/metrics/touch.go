@@ -25,4 +25,5 @@ func (m *Metrics) TouchAll() {
 	m.RequestRescued("pending")
 	m.SetOldestUnfinished(3*time.Second, time.Second)
 	m.ForkExpired()
+	m.RequestsPruned("control", 3)
 }

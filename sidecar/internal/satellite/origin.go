@@ -20,9 +20,12 @@ type envelope struct {
 	RequestID      uuid.UUID `json:"request_id"`
 	Xact           string    `json:"xact"`
 	Protocol       int       `json:"protocol"`
-	// Kind is the origin row's kind, for the dispatcher to class the envelope by; only a hint,
-	// checked against the row before anything runs (mismatched).
-	Kind string `json:"kind"`
+	// Kind is the origin row's kind, for the dispatcher to class the envelope by; RequestedBy and
+	// Workspace the row's requester and args.workspace, which a job counts against
+	// (SchedulingOwner). Only hints, checked against the row before anything runs (mismatched).
+	Kind        string `json:"kind"`
+	RequestedBy string `json:"requested_by"`
+	Workspace   string `json:"workspace"`
 }
 
 // attestSQL checks, from the catalogs only, that the satellite's tables are the real ones before
@@ -95,11 +98,28 @@ func attest(ctx context.Context, conn *Conn, env envelope) error {
 	return nil
 }
 
-// mismatched refuses an envelope that names another kind than its row's: it was classed (and
-// capped) as that kind, so running the row would let a job pass as a control-plane request.
-func mismatched(env envelope, rowKind string) error {
-	return request.Refusef("satellite request %s refused: its envelope says kind %q but the satellite's row is of kind %q; nothing was run",
-		env.RequestID, env.Kind, rowKind)
+// mismatched refuses an envelope whose hints are not its row's: it was classed and capped by
+// them, so running the row would let a job pass as a control-plane request, or as another
+// user's or workspace's job. nil when they match.
+func mismatched(env envelope, row originRow) error {
+	var args struct {
+		Workspace any `json:"workspace"`
+	}
+	_ = json.Unmarshal(row.Args, &args)
+	ws, _ := args.Workspace.(string)
+	var what, hint, real string
+	switch {
+	case row.Kind != env.Kind:
+		what, hint, real = "kind", env.Kind, row.Kind
+	case row.RequestedBy != env.RequestedBy:
+		what, hint, real = "requested_by", env.RequestedBy, row.RequestedBy
+	case ws != env.Workspace:
+		what, hint, real = "workspace", env.Workspace, fmt.Sprint(args.Workspace)
+	default:
+		return nil
+	}
+	return request.Refusef("satellite request %s refused: its envelope says %s %q but the satellite's row has %q; nothing was run",
+		env.RequestID, what, hint, real)
 }
 
 // discarded refuses the envelope of a request whose transaction rolled back after it was filed.

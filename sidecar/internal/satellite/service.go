@@ -142,8 +142,8 @@ func (s *Service) run(ctx context.Context, conn *Conn, env envelope, req *reques
 		return previousOutcome(env, row)
 	}
 	started := time.Now()
-	if row.Kind != env.Kind {
-		return nil, s.fail(ctx, conn, env, mismatched(env, row.Kind), started)
+	if err := mismatched(env, row); err != nil {
+		return nil, s.fail(ctx, conn, env, err, started)
 	}
 	if row.Denied != nil {
 		return nil, s.fail(ctx, conn, env, row.Denied, started)
