@@ -60,6 +60,13 @@ COMMENT ON FUNCTION dataenv.control_exec(text) IS
 -- DEFERRABLE INITIALLY DEFERRED: runs at commit, so the envelope lands just before the origin
 -- commits (and never for a transaction that rolls back earlier). It still commits on its own, so
 -- it can outlive a rollback that happens after it: the sidecar discards those.
+-- The envelope's transaction commits without waiting for its own WAL flush (synchronous_commit
+-- off, for that transaction only): the origin commits right after it in the same cluster, so in
+-- the same WAL, and the flush of the origin's commit record flushes the envelope's earlier one
+-- too (a synchronous standby that confirmed the origin's commit has received it as well). A
+-- crash before that flush loses both, or keeps an envelope whose origin did not commit, which
+-- the sidecar discards; and the sidecar runs an envelope only once its origin committed, by
+-- which time the envelope is durable. One fsync fewer on every satellite request's commit.
 CREATE OR REPLACE FUNCTION dataenv.requests_send_envelope() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -69,7 +76,8 @@ DECLARE
     state text;
 BEGIN
     BEGIN
-        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8, %L, %L::name, %L::text)::text',
+        PERFORM dataenv.control_exec(format('SELECT dataenv.satellite_enqueue_v1(%L::uuid, %L::xid8, %L, %L::name, %L::text)::text'
+                                            ' FROM pg_catalog.set_config(''synchronous_commit'', ''off'', true)',
                                             NEW.id, NEW.xact, NEW.kind, NEW.requested_by, NEW.args->>'workspace'));
     EXCEPTION WHEN undefined_function OR invalid_schema_name OR insufficient_privilege OR invalid_authorization_specification THEN
         GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
@@ -131,8 +139,11 @@ END
 $rls$;
 
 -- The sidecar holds no gate lock in a satellite (advisory locks are per database and it keeps no
--- session here), so wait polls with a short capped backoff: not the control's wait, which queues
--- on that lock (sqlapi/004), and so not in sqlapi/shared.
+-- session here), so wait polls: every millisecond for the first 20 ms, where a ping ends when
+-- the sidecar has a connection to this database, then with a backoff capped at 10 ms (a poll
+-- costs the backend some 45 us of CPU on a loaded 2-core machine, so polling every millisecond
+-- for longer would cost more CPU than the latency it saves). Not the control's wait, which
+-- queues on that lock (sqlapi/004), and so not in sqlapi/shared.
 CREATE OR REPLACE FUNCTION dataenv.wait(request_id uuid, timeout interval DEFAULT '30 s')
 RETURNS dataenv.requests
 LANGUAGE plpgsql VOLATILE
@@ -141,7 +152,8 @@ AS $$
 DECLARE
     r dataenv.requests;
     deadline timestamptz := clock_timestamp() + timeout;
-    backoff double precision := 0.0005;
+    started timestamptz := clock_timestamp();
+    backoff double precision := 0.001;
 BEGIN
     PERFORM dataenv.wait_check(request_id, timeout);
     LOOP
@@ -158,7 +170,9 @@ BEGIN
                 USING ERRCODE = '25000', HINT = 'COMMIT first: the request runs only after its transaction commits.';
         END IF;
         PERFORM pg_sleep(least(backoff, greatest(extract(epoch FROM deadline - clock_timestamp()), 0)));
-        backoff := least(backoff * 2, 0.01);
+        IF clock_timestamp() - started > interval '20 ms' THEN
+            backoff := least(backoff * 2, 0.01);
+        END IF;
     END LOOP;
 END
 $$;

@@ -51,6 +51,9 @@ type SatelliteResults struct {
 	WorkingSet           int
 	PeakConns            int64
 	Samples              int64
+	// Load averages (1 min) at the start, after the phases at the flag, at the end: the machine
+	// is shared, and the satellites' cost is CPU.
+	LoadStart, LoadMid, LoadEnd string
 }
 
 type satLatencies struct {
@@ -79,7 +82,7 @@ func (satelliteSuite) Run(ctx context.Context, env *Env) (string, error) {
 	if env.Quick {
 		phase, n = 3*time.Second, 20
 	}
-	res := SatelliteResults{Satellites: n, ConnFlag: satelliteConns, Phase: phase}
+	res := SatelliteResults{Satellites: n, ConnFlag: satelliteConns, Phase: phase, LoadStart: loadAverage()}
 	sc, err := installedControl(ctx, env, "bench_sat_control", fmt.Sprintf("DATAENV_SATELLITE_CONNECTIONS=%d", satelliteConns))
 	if err != nil {
 		return "", err
@@ -123,7 +126,7 @@ func (satelliteSuite) Run(ctx context.Context, env *Env) (string, error) {
 	}
 	stopSampling()
 	<-sampled
-	res.PeakConns, res.Samples = peak.Load(), samples.Load()
+	res.PeakConns, res.Samples, res.LoadMid = peak.Load(), samples.Load(), loadAverage()
 	// The same rate over a working set of satellites that fits in the connections (a sidecar
 	// with a connection for each of them): what the bound costs when it is too small.
 	sampler.Release()
@@ -147,6 +150,7 @@ func (satelliteSuite) Run(ctx context.Context, env *Env) (string, error) {
 		res.ControlWide.add(pingStream(ctx, []*pgxpool.Pool{ctrl}, phase))
 		res.Wide.add(pingStream(ctx, working, phase))
 	}
+	res.LoadEnd = loadAverage()
 	return renderSatellites(env, res, time.Since(start)), nil
 }
 
@@ -283,7 +287,7 @@ func renderSatellites(env *Env, r SatelliteResults, took time.Duration) string {
 	if env.Quick {
 		w(" **Quick run (-quick): not for comparison.**")
 	}
-	w(" The machine is shared with other engineers' test runs, so absolute numbers move between runs; the two streams below ran in alternating phases of the same run.\n\n")
+	w(" The machine is shared with other engineers' test runs, so absolute numbers move between runs; the two streams below ran in alternating phases of the same run. Load average (1 min, /proc/loadavg) %s at the start, %s after the phases at `--satellite-connections %d`, %s at the end.\n\n", r.LoadStart, r.LoadMid, r.ConnFlag, r.LoadEnd)
 	w("One control installation and %d satellites in one cluster; one sidecar, `--satellite-connections %d`. Satellites installed at %s ms each. ", r.Satellites, r.ConnFlag, ms(r.InstallEach))
 	w("%d rounds, each %s of %d pings a second from the control database, then %s of %d a second spread round robin over the satellites (open loop). ", satelliteRounds, r.Phase, satelliteRate, r.Phase, satelliteRate)
 	w("Latency is what a user sees: `SELECT dataenv.ping()` committed (a satellite's envelope filed at its commit) to `dataenv.wait()` returning it finished; milliseconds. ")
@@ -309,7 +313,12 @@ func renderSatellites(env *Env, r SatelliteResults, took time.Duration) string {
 	wp50 := float64(r.Wide.pct(0.5)) / float64(max(r.ControlWide.pct(0.5), 1))
 	wp95 := float64(r.Wide.pct(0.95)) / float64(max(r.ControlWide.pct(0.95), 1))
 	w("Over %d satellites with a connection each: p50 %.2f (%s), p95 %.2f (%s). ", r.WorkingSet, wp50, verdict(wp50), wp95, verdict(wp95))
-	w("Pings spread round robin over more satellites than connections find no idle connection to their database: each envelope closes one (waiting until its backend is gone), opens one and runs on a cold backend (authentication, catalog caches, function compilation). On this 2-core machine that CPU is what the satellites at the flag's default cannot keep up with at 100/s: their queue grows through each phase, which is the difference between the two satellite rows.\n\n")
+	w("\n\nHow to read it. With a connection to each satellite (the last row), a satellite ping costs what a control ping costs plus: the envelope's own transaction in the control database (over the satellite session's dblink; it commits without a WAL flush of its own, the origin's commit right after flushes both) before the origin commits, the origin check in the control (`pg_xact_status`), one statement in the satellite to load the row (the catalog attestation runs once per connection, not per envelope) and the outcome's commit there, and `dataenv.wait()` polling (every millisecond for its first 20 ms: no gate lock works across databases) where the control's wakes on a lock. A ping's envelope is not claimed (no commit in the control for that), as a control ping is not. ")
+	w("Pings spread round robin over more satellites than connections (the second row) find no connection to their database: each envelope closes one (the close waits for its backend to exit, read off the socket), opens one (process start, authentication) and runs on a cold backend (catalog caches, compiling `envelope_load`, `authorize_request` and `envelope_finish`), measured alone about 11 ms of work each at best (connect 4, attestation 2.5, load 4-6 of which `authorize_request` 3.5, outcome 1) and 20 ms or more on this shared machine, where a warm connection needs 1-2 ms. At 100 a second that is most of the 2 cores, shared with the rest of the run and other engineers' tests")
+	if p50 > 2 {
+		w(", so here the envelopes queued for a connection and that queue is most of the second row's latency")
+	}
+	w(". A larger flag does not help while the satellites busy at once outnumber it (a quick run at 10 connections queued as much: the limit is CPU, not connections); what helps is a flag at or above the number of satellites busy at once, which is what the last row measures.\n\n")
 	within := "never above the flag"
 	if r.PeakConns > int64(r.ConnFlag) {
 		within = "**above the flag**"

@@ -80,7 +80,9 @@ func TestSatelliteRunFollowsControlWorkspaceMembership(t *testing.T) {
 		t.Fatalf("a member's run from the satellite: %s %s %s (%v)", row.Status, deref(row.Error), row.Result, err)
 	}
 	// Its envelope names the kind, so the dispatcher ran it as a job, and the requester and the
-	// workspace, which it counted against (docs/satellites.md).
+	// workspace, which it counted against (docs/satellites.md). The envelope's outcome is written
+	// after the satellite's: wait for it in the control.
+	sidecartest.Wait(t, e.conn, id, 120*time.Second)
 	if got := queryString(t, e.conn, `SELECT status || ' ' || (args->>'kind') || ' ' || (args->>'workspace') FROM dataenv.requests WHERE id = $1`, id); got != "succeeded run prod" {
 		t.Fatalf("the run's envelope: %s, want succeeded run prod", got)
 	}
@@ -127,6 +129,7 @@ func TestSatelliteMaterializeKilledAfterWriteAppendsOnce(t *testing.T) {
 	if got := queryString(t, e.conn, `SELECT count(*)::text || ' ' || max(row_count) FROM dataenv.materializations WHERE request_id = $1`, id); got != "1 7" {
 		t.Fatalf("materialization rows: %s", got)
 	}
+	sidecartest.Wait(t, e.conn, id, 120*time.Second) // the envelope's outcome follows the satellite's
 	if got := queryString(t, e.conn, `SELECT status || ' ' || (attempts > 1)::text FROM dataenv.requests WHERE id = $1`, id); got != "succeeded true" {
 		t.Fatalf("the envelope: %s, want succeeded after a second attempt", got)
 	}

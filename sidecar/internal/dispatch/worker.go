@@ -77,7 +77,7 @@ func (d *Dispatcher) process(ctx context.Context, e *entry) {
 			fmt.Errorf("this sidecar has no handler for request kind %q: upgrade the sidecar", e.req.Kind))
 		return
 	}
-	if st, _ := h.(request.Stateless); st != nil && st.Stateless() {
+	if request.IsStateless(h, &e.req) {
 		d.runHandler(ctx, e, h, e.req.Attempts, false)
 		return
 	}

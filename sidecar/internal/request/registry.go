@@ -61,7 +61,7 @@ func (r *Registry) Kinds() []string {
 }
 
 // authorized runs its handler only once the Authorizer allowed the request. It keeps the
-// handler's Stateless answer and its CancelNoter, which the dispatcher reads from the handler it
+// handler's Stateless and StatelessFor answers and its CancelNoter, which the dispatcher reads from the handler it
 // looks up.
 type authorized struct {
 	h    Handler
@@ -82,6 +82,11 @@ func (a authorized) Handle(ctx context.Context, req *Request, rep Reporter) (any
 func (a authorized) Stateless() bool {
 	st, ok := a.h.(Stateless)
 	return ok && st.Stateless()
+}
+
+func (a authorized) StatelessFor(req *Request) bool {
+	st, ok := a.h.(StatelessFor)
+	return ok && st.StatelessFor(req)
 }
 
 func (a authorized) NoteCancelled(ctx context.Context, req *Request) error {

@@ -79,6 +79,22 @@ type Stateless interface {
 	Stateless() bool
 }
 
+// StatelessFor is implemented by handlers whose requests are stateless case by case (a
+// satellite's envelope is when it carries a ping): the dispatcher asks it of each request.
+type StatelessFor interface {
+	StatelessFor(req *Request) bool
+}
+
+// IsStateless reports whether req, run by h, has no side effect (Stateless, StatelessFor), so
+// the dispatcher may run it without claiming it.
+func IsStateless(h Handler, req *Request) bool {
+	if st, ok := h.(StatelessFor); ok && st.StatelessFor(req) {
+		return true
+	}
+	st, ok := h.(Stateless)
+	return ok && st.Stateless()
+}
+
 // CancelNoter is implemented by handlers that keep a copy of the outcome elsewhere (a satellite's
 // row): the dispatcher calls it when it cancels a claimed request without running the handler
 // (cancelled between two attempts), before it writes the cancellation. An error is logged; the

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
@@ -74,7 +73,20 @@ func fenced(env envelope, why string) error {
 // its own, before anything of the schema runs: a counterfeit is never queried. What runs after
 // it is the installer's (nobody else may create in an attested schema) and re-checks the
 // installation's identity in its own statement.
-func attest(ctx context.Context, conn *pgx.Conn, env envelope) error {
+//
+// It runs once per session: an attested connection skips it for later envelopes. That is safe
+// because what it proves cannot change under an open session except by the installer itself:
+// the schema and both tables are owned by the installer's role and nobody else may create in the
+// schema, so only that role (or a superuser, who is beyond any check) could drop, rename,
+// replace or alter them, and the sidecar never does so in a satellite; the database of a session
+// is fixed (a database cannot be renamed, nor dropped, while others are connected to it, and
+// DROP DATABASE WITH (FORCE) ends the session). A reinstall by the installer is what the
+// installation identity check in every envelope_load and envelope_finish is for. Any error on
+// the connection drops the attestation (forget), so a session in doubt attests again.
+func attest(ctx context.Context, conn *Conn, env envelope) error {
+	if conn.attested == env.DatabaseOID && conn.oid == env.DatabaseOID {
+		return nil
+	}
 	var real bool
 	if err := conn.QueryRow(ctx, attestSQL, env.DatabaseOID).Scan(&real); err != nil {
 		return fmt.Errorf("attest the satellite's tables: %w", err)
@@ -82,6 +94,7 @@ func attest(ctx context.Context, conn *pgx.Conn, env envelope) error {
 	if !real {
 		return fenced(env, "the database under that OID has no dataenv satellite tables owned by the installer")
 	}
+	conn.attested = env.DatabaseOID
 	return nil
 }
 
@@ -119,15 +132,15 @@ var errInProgress = errors.New("the origin transaction is still in progress")
 
 // load reads the envelope's row in its origin once the origin transaction has ended. A
 // rolled-back origin is discarded; a row that is gone or not the envelope's is fenced.
-func load(ctx context.Context, conn *pgx.Conn, env envelope) (originRow, error) {
-	var row originRow
+func load(ctx context.Context, conn *Conn, env envelope) (row originRow, err error) {
+	defer func() { forgetOnError(conn, err) }()
 	if err := attest(ctx, conn, env); err != nil {
 		return row, err
 	}
 	var verdict string
 	var kind, requestedBy, status, denied *string
 	var created *time.Time
-	err := conn.QueryRow(ctx, loadSQL, env.InstallationID, env.RequestID, env.Xact).Scan(&verdict, &kind, &row.Args,
+	err = conn.QueryRow(ctx, loadSQL, env.InstallationID, env.RequestID, env.Xact).Scan(&verdict, &kind, &row.Args,
 		&requestedBy, &status, &row.Result, &row.Error, &created, &denied)
 	if err != nil {
 		return row, fmt.Errorf("read the satellite's request: %w", err)
@@ -150,7 +163,8 @@ func load(ctx context.Context, conn *pgx.Conn, env envelope) (originRow, error) 
 }
 
 // finish writes the outcome into the satellite's row, fenced like every access.
-func finish(ctx context.Context, conn *pgx.Conn, env envelope, status request.Status, result []byte, errText *string, started time.Time) error {
+func finish(ctx context.Context, conn *Conn, env envelope, status request.Status, result []byte, errText *string, started time.Time) (err error) {
+	defer func() { forgetOnError(conn, err) }()
 	if err := attest(ctx, conn, env); err != nil {
 		return err
 	}
@@ -166,4 +180,11 @@ func finish(ctx context.Context, conn *pgx.Conn, env envelope, status request.St
 		return fenced(env, "the satellite was removed or replaced while the request ran")
 	}
 	return nil
+}
+
+// forgetOnError drops a connection's attestation after any error on it.
+func forgetOnError(conn *Conn, err error) {
+	if err != nil {
+		conn.attested = 0
+	}
 }

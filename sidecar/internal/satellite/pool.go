@@ -15,6 +15,12 @@ import (
 // database and closed after idleTimeout unused; when all max are open and none is free for the
 // database wanted, the oldest idle one (of another database) is closed for it, and only when none
 // is idle does a caller wait. So 100 satellites never mean 100 pools.
+//
+// Waiting callers are served by database: a connection given back while a caller waits for its
+// database goes straight to that caller (a queue of envelopes for one database costs one dial,
+// not one each), otherwise it is closed for the oldest waiter, who dials into its slot. A
+// connection handed on maxStreak times in a row while older callers of other databases wait is
+// closed for the oldest of them instead, so one busy satellite cannot keep the others waiting.
 type Pool struct {
 	control     *pgxpool.Pool // where a closed connection's backend is watched until it is gone
 	base        *pgx.ConnConfig
@@ -22,16 +28,34 @@ type Pool struct {
 	idleTimeout time.Duration
 
 	mu      sync.Mutex
-	open    int
-	inUse   int
+	open    int        // slots taken: connections open, being dialed or being closed
+	inUse   int        // slots held by callers (running an envelope or dialing for one)
 	idle    []idleConn // oldest first
-	waiters []chan struct{}
+	waiters []*waiter  // oldest first
+}
+
+const maxStreak = 8
+
+// Conn is a pooled connection to one satellite database.
+type Conn struct {
+	*pgx.Conn
+	oid uint32
+	// attested is the database OID whose installer's tables were proven in this session
+	// (attest), 0 before that and after any error on the connection.
+	attested uint32
+	streak   int // handed on without going idle while other databases waited
 }
 
 type idleConn struct {
-	oid   uint32
-	conn  *pgx.Conn
+	conn  *Conn
 	since time.Time
+}
+
+// waiter is a caller waiting for a connection to oid: it is given one (conn) or a slot to dial
+// into (conn nil). g has room for the one grant, so the granter never blocks.
+type waiter struct {
+	oid uint32
+	g   chan *Conn
 }
 
 // NewPool returns a pool dialing with base (a copy of the control's settings: same server and
@@ -54,41 +78,47 @@ func (p *Pool) Stats() (open, inUse int) {
 	return p.open, p.inUse
 }
 
+// Waiting returns how many callers wait for a connection.
+func (p *Pool) Waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.waiters)
+}
+
 // Acquire returns a connection to database datname (OID oid) and the function that gives it back;
 // release(false) closes it (after an error that may have left it unusable).
-func (p *Pool) Acquire(ctx context.Context, oid uint32, datname string) (*pgx.Conn, func(healthy bool), error) {
-	for {
-		conn, evict, dial, wait := p.take(oid)
-		if conn != nil {
-			return conn, p.releaser(oid, conn), nil
-		}
-		if dial {
-			if evict != nil {
-				p.closeConn(evict)
-			}
-			conn, err := p.dial(ctx, datname)
-			if err != nil {
-				p.forget()
-				return nil, nil, err
-			}
-			return conn, p.releaser(oid, conn), nil
-		}
+func (p *Pool) Acquire(ctx context.Context, oid uint32, datname string) (*Conn, func(healthy bool), error) {
+	conn, evict, dial, w := p.take(oid)
+	if w != nil {
 		select {
-		case <-wait:
+		case conn = <-w.g:
 		case <-ctx.Done():
-			p.dropWaiter(wait)
+			p.abandon(w)
 			return nil, nil, context.Cause(ctx)
 		}
+		dial = conn == nil
 	}
+	if dial {
+		if evict != nil {
+			p.closeConn(evict)
+		}
+		c, err := p.dial(ctx, oid, datname)
+		if err != nil {
+			p.giveUpSlot()
+			return nil, nil, err
+		}
+		conn = c
+	}
+	return conn, p.releaser(conn), nil
 }
 
 // take decides under the lock: an idle connection to oid; or a slot to dial into (free, or
-// freed by evicting the oldest idle connection); or a channel to wait on.
-func (p *Pool) take(oid uint32) (conn, evict *pgx.Conn, dial bool, wait chan struct{}) {
+// freed by evicting the oldest idle connection); or a place in the queue.
+func (p *Pool) take(oid uint32) (conn, evict *Conn, dial bool, w *waiter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := len(p.idle) - 1; i >= 0; i-- {
-		if p.idle[i].oid == oid {
+		if p.idle[i].conn.oid == oid {
 			conn = p.idle[i].conn
 			p.idle = append(p.idle[:i], p.idle[i+1:]...)
 			p.inUse++
@@ -106,73 +136,125 @@ func (p *Pool) take(oid uint32) (conn, evict *pgx.Conn, dial bool, wait chan str
 		p.inUse++
 		return nil, evict, true, nil
 	}
-	wait = make(chan struct{})
-	p.waiters = append(p.waiters, wait)
-	return nil, nil, false, wait
+	w = &waiter{oid: oid, g: make(chan *Conn, 1)}
+	p.waiters = append(p.waiters, w)
+	return nil, nil, false, w
 }
 
-func (p *Pool) dial(ctx context.Context, datname string) (*pgx.Conn, error) {
+// abandon takes w out of the queue; a grant that reached it already is passed on.
+func (p *Pool) abandon(w *waiter) {
+	p.mu.Lock()
+	for i, x := range p.waiters {
+		if x == w {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			p.mu.Unlock()
+			return
+		}
+	}
+	p.mu.Unlock()
+	// Granted (or about to be, once a closing backend is gone): pass it on.
+	go func() {
+		if c := <-w.g; c != nil {
+			p.put(c)
+		} else {
+			p.giveUpSlot()
+		}
+	}()
+}
+
+func (p *Pool) dial(ctx context.Context, oid uint32, datname string) (*Conn, error) {
 	cfg := p.base.Copy()
 	cfg.Database = datname
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to satellite database %s: %w", datname, err)
 	}
-	return conn, nil
+	return &Conn{Conn: conn, oid: oid}, nil
 }
 
-// forget gives back the slot of a connection that failed to open or was closed.
-func (p *Pool) forget() {
+// giveUpSlot gives back a caller's slot whose connection failed to open or was closed: to the
+// oldest waiter, to dial into, or free.
+func (p *Pool) giveUpSlot() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if w := p.popWaiterLocked(); w != nil {
+		w.g <- nil
+		return
+	}
 	p.open--
 	p.inUse--
-	p.wakeLocked()
 }
 
-func (p *Pool) releaser(oid uint32, conn *pgx.Conn) func(bool) {
+func (p *Pool) releaser(conn *Conn) func(bool) {
 	var once sync.Once
 	return func(healthy bool) {
 		once.Do(func() {
 			if !healthy || conn.IsClosed() || conn.PgConn().TxStatus() != 'I' {
 				p.closeConn(conn)
-				p.forget()
+				p.giveUpSlot()
 				return
 			}
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.inUse--
-			p.idle = append(p.idle, idleConn{oid: oid, conn: conn, since: time.Now()})
-			p.wakeLocked()
+			p.put(conn)
 		})
 	}
 }
 
-func (p *Pool) wakeLocked() {
-	if len(p.waiters) > 0 {
-		close(p.waiters[0])
-		p.waiters = p.waiters[1:]
-	}
-}
-
-func (p *Pool) dropWaiter(w chan struct{}) {
+// put gives back a healthy connection: to a caller waiting for its database, else closed for the
+// oldest waiter (in the background: the slot stays taken until its backend is gone), else idle.
+func (p *Pool) put(conn *Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, x := range p.waiters {
-		if x == w {
-			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
-			return
-		}
+	if w := p.sameDatabaseWaiterLocked(conn); w != nil {
+		w.g <- conn
+		return
 	}
-	// Woken already: pass the wake-up on, or it is lost.
-	p.wakeLocked()
+	if w := p.popWaiterLocked(); w != nil {
+		go func() {
+			p.closeConn(conn)
+			w.g <- nil
+		}()
+		return
+	}
+	conn.streak = 0
+	p.inUse--
+	p.idle = append(p.idle, idleConn{conn: conn, since: time.Now()})
+}
+
+// sameDatabaseWaiterLocked takes the oldest waiter for conn's database out of the queue, unless
+// conn's streak is used up while a caller of another database has waited longer.
+func (p *Pool) sameDatabaseWaiterLocked(conn *Conn) *waiter {
+	for i, w := range p.waiters {
+		if w.oid != conn.oid {
+			if conn.streak >= maxStreak {
+				return nil
+			}
+			continue
+		}
+		p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+		if i == 0 {
+			conn.streak = 0 // nobody older was passed over
+		} else {
+			conn.streak++
+		}
+		return w
+	}
+	return nil
+}
+
+func (p *Pool) popWaiterLocked() *waiter {
+	if len(p.waiters) == 0 {
+		return nil
+	}
+	w := p.waiters[0]
+	p.waiters = p.waiters[1:]
+	return w
 }
 
 // CloseIdle closes the connections idle since before cutoff (all of them with a zero cutoff,
 // at shutdown).
 func (p *Pool) CloseIdle(cutoff time.Time) {
 	p.mu.Lock()
-	var closing []*pgx.Conn
+	var closing []*Conn
 	kept := p.idle[:0]
 	for _, ic := range p.idle {
 		if cutoff.IsZero() || ic.since.Before(cutoff) {
@@ -186,33 +268,13 @@ func (p *Pool) CloseIdle(cutoff time.Time) {
 	for _, c := range closing {
 		p.closeConn(c) // keeps its slot (open) until its backend is gone
 		p.mu.Lock()
-		p.open--
-		p.wakeLocked()
+		if w := p.popWaiterLocked(); w != nil {
+			p.inUse++
+			w.g <- nil
+		} else {
+			p.open--
+		}
 		p.mu.Unlock()
-	}
-}
-
-// closeConn closes conn and waits (briefly) until its server backend has exited: a backend
-// outlives its client's close for a moment, and the slot is given to a new connection only once
-// it is gone, so the server never sees more than max of them.
-func (p *Pool) closeConn(conn *pgx.Conn) {
-	pid := conn.PgConn().PID()
-	_ = conn.Close(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	pause := time.Millisecond
-	for {
-		var alive bool
-		err := p.control.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive)
-		if err != nil || !alive {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(pause):
-		}
-		pause = min(pause*2, 20*time.Millisecond)
 	}
 }
 

@@ -2,10 +2,12 @@ package satellite_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dataenv/dataenv/sidecar/internal/satellite"
@@ -62,7 +64,7 @@ func TestPoolStaysWithinItsLimit(t *testing.T) {
 	ctrl, dbs := databases(t, 3)
 	p := satellite.NewPool(ctrl, 2, time.Hour)
 	ctx := context.Background()
-	acquire := func(d db) (*pgx.Conn, func(bool)) {
+	acquire := func(d db) (*satellite.Conn, func(bool)) {
 		t.Helper()
 		c, release, err := p.Acquire(ctx, d.oid, d.name)
 		if err != nil {
@@ -81,7 +83,7 @@ func TestPoolStaysWithinItsLimit(t *testing.T) {
 	if open, inUse := p.Stats(); open != 2 || inUse != 2 {
 		t.Fatalf("stats open %d in use %d, want 2 and 2", open, inUse)
 	}
-	got := make(chan *pgx.Conn)
+	got := make(chan *satellite.Conn)
 	go func() {
 		c, release, err := p.Acquire(ctx, dbs[2].oid, dbs[2].name)
 		if err != nil {
@@ -128,4 +130,135 @@ func TestPoolWaitEndsWithTheContext(t *testing.T) {
 	}
 	release2(true)
 	p.CloseIdle(time.Time{})
+}
+
+// Callers queued for one database are served, as each is done, by the connection already open to
+// it, ahead of an older caller of another database: a queue of envelopes for one satellite costs
+// one dial, not one each. After 8 such passes the older caller gets its turn, then the rest.
+func TestPoolServesQueuedCallersOfOneDatabaseWithOneConnection(t *testing.T) {
+	ctrl, dbs := databases(t, 2)
+	p := satellite.NewPool(ctrl, 1, time.Hour)
+	ctx := context.Background()
+	a, releaseA, err := p.Acquire(ctx, dbs[0].oid, dbs[0].name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidA := a.PgConn().PID()
+	type served struct {
+		who string
+		pid uint32
+	}
+	const callersOfA = 10
+	order := make(chan served, callersOfA+1)
+	var wg sync.WaitGroup
+	queue := func(who string, d db) {
+		want := p.Waiting() + 1
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, release, err := p.Acquire(ctx, d.oid, d.name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			order <- served{who, c.PgConn().PID()}
+			release(true)
+		}()
+		testenv.Eventually(t, 10*time.Second, who+" to queue", func() bool { return p.Waiting() == want })
+	}
+	queue("B", dbs[1]) // first in the queue, for the other database
+	for i := range callersOfA {
+		queue(fmt.Sprintf("A%d", i), dbs[0])
+	}
+	releaseA(true)
+	wg.Wait()
+	close(order)
+	var got []served
+	for s := range order {
+		got = append(got, s)
+	}
+	if len(got) != callersOfA+1 || got[8].who != "B" {
+		t.Fatalf("served %v, want eight callers of A, then B, then the other two of A", got)
+	}
+	for _, s := range got[:8] {
+		if s.pid != pidA {
+			t.Fatalf("caller %s of A got backend %d, not A's open connection %d (served %v)", s.who, s.pid, pidA, got)
+		}
+	}
+	if got[8].pid == pidA || got[9].pid != got[10].pid || got[9].pid == got[8].pid {
+		t.Fatalf("after B the last two callers of A should share one new connection: served %v", got)
+	}
+	p.CloseIdle(time.Time{})
+}
+
+// Under churn (callers of more databases than connections, some giving their connection back
+// broken) the server never sees more of the pool's backends than its limit, and a connection
+// closed by release(false) is gone from the server when release returns.
+func TestPoolStaysWithinItsLimitUnderChurn(t *testing.T) {
+	ctrl, dbs := databases(t, 6)
+	const limit = 2
+	p := satellite.NewPool(ctrl, limit, time.Hour)
+	ctx := context.Background()
+	watcher, err := ctrl.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Release()
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var n int64
+			if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dataenv_satellite_envelopes'`).Scan(&n); err == nil && n > peak.Load() {
+				peak.Store(n)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := dbs[(i*7)%len(dbs)]
+			c, release, err := p.Acquire(ctx, d.oid, d.name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := c.Exec(ctx, `SELECT 1`); err != nil {
+				t.Error(err)
+			}
+			release(i%5 != 0)
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-watched
+	if peak.Load() > limit {
+		t.Fatalf("%d backends of the pool on the server at once, limit %d", peak.Load(), limit)
+	}
+	if open, inUse := p.Stats(); open > limit || inUse != 0 {
+		t.Fatalf("after the churn: open %d in use %d", open, inUse)
+	}
+	c, release, err := p.Acquire(ctx, dbs[0].oid, dbs[0].name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := c.PgConn().PID()
+	release(false)
+	var alive bool
+	if err := ctrl.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive); err != nil || alive {
+		t.Fatalf("backend %d still on the server after release(false) returned (err %v)", pid, err)
+	}
+	p.CloseIdle(time.Time{})
+	if n := backends(t, ctrl); n != 0 {
+		t.Fatalf("%d of the pool's backends left after CloseIdle returned", n)
+	}
 }

@@ -106,7 +106,7 @@ func (s *Service) unfinished(ctx context.Context, r registration) ([]uuid.UUID, 
 // pruneBatch deletes one batch in a satellite, but not the requests keep, once its tables are the
 // installer's (attest, in a statement of its own) and its identity is the registered one: a
 // counterfeit or a replacement is never written to.
-func pruneBatch(ctx context.Context, conn *pgx.Conn, p retention.Policy, r registration, keep []uuid.UUID) (int64, error) {
+func pruneBatch(ctx context.Context, conn *Conn, p retention.Policy, r registration, keep []uuid.UUID) (int64, error) {
 	var real bool
 	if err := conn.QueryRow(ctx, attestSQL, r.oid).Scan(&real); err != nil {
 		return 0, fmt.Errorf("attest the satellite's tables: %w", err)
@@ -121,7 +121,7 @@ func pruneBatch(ctx context.Context, conn *pgx.Conn, p retention.Policy, r regis
 	if id != r.installation {
 		return 0, fmt.Errorf("database %s holds installation %s, not the registered %s: not pruned", r.datname, id, r.installation)
 	}
-	n, err := p.DeleteBatch(ctx, conn, keep)
+	n, err := p.DeleteBatch(ctx, conn.Conn, keep)
 	if err != nil {
 		return n, fmt.Errorf("prune satellite %s: %w", r.datname, err)
 	}

@@ -67,10 +67,19 @@ func (s *Service) Offer(kind string, h request.Handler) {
 	s.cfg.Kinds[kind] = validated{control: s.cfg.Control, h: h}
 }
 
-// Every envelope is claimed in the control like any request (running with an attempt number,
+// An envelope is claimed in the control like any request (running with an attempt number,
 // compare-and-set, rescued when its holder dies), because satellites offer kinds with side
 // effects: the dispatcher then never runs one twice at once, and a job's attempt fences its
 // earlier attempts' sessions as it does for a control request.
+
+// StatelessFor exempts an envelope that says ping from the claim, as a control ping is: a ping
+// has no side effect, and an envelope saying ping never runs anything else (its row is checked to
+// be a ping first, mismatched), while both writes into the satellite's row (the outcome, or the
+// refusal) are compare-and-sets on its status, so running one twice (after a crash, or by two
+// sidecars for a moment) writes it once. It saves a commit in the control per satellite ping.
+func (s *Service) StatelessFor(req *request.Request) bool {
+	return req.Kind == Kind && SchedulingKind(*req) == "ping"
+}
 
 // Register adds the envelope kind to reg.
 func (s *Service) Register(reg *request.Registry) { reg.Register(Kind, s) }
@@ -105,6 +114,7 @@ func (s *Service) Handle(ctx context.Context, req *request.Request, rep request.
 	healthy := false
 	defer func() { release(healthy) }()
 	res, err := s.run(ctx, conn, env, req, rep)
+	forgetOnError(conn, err)
 	healthy = err == nil || request.IsRefused(err)
 	return res, err
 }
@@ -123,7 +133,7 @@ func (s *Service) resolve(ctx context.Context, env envelope) (string, error) {
 	return datname, nil
 }
 
-func (s *Service) run(ctx context.Context, conn *pgx.Conn, env envelope, req *request.Request, rep request.Reporter) (any, error) {
+func (s *Service) run(ctx context.Context, conn *Conn, env envelope, req *request.Request, rep request.Reporter) (any, error) {
 	row, err := s.waitOrigin(ctx, conn, env)
 	if err != nil {
 		return nil, err
@@ -167,16 +177,21 @@ func (s *Service) run(ctx context.Context, conn *pgx.Conn, env envelope, req *re
 
 // waitEnded waits briefly while the origin transaction is in progress (its envelope commits just
 // before it does), then asks for another attempt; a rolled-back one discards the envelope. The
-// same round trip resolves the origin database's current name by its OID (resolve).
+// same round trip resolves the origin database's current name by its OID (resolve), and reads
+// the envelope's own status: an unclaimed (ping) envelope delivered again after it finished (a
+// rescue racing a late decoded insert) then ends here, without a satellite connection; its
+// outcome write matches no row and is dropped.
 func (s *Service) waitEnded(ctx context.Context, env envelope) (string, error) {
 	pause := 250 * time.Microsecond
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		var status, datname *string
-		if err := s.cfg.Control.QueryRow(ctx, endedSQL, env.Xact, env.DatabaseOID).Scan(&status, &datname); err != nil {
+		var status, datname, own *string
+		if err := s.cfg.Control.QueryRow(ctx, endedSQL, env.Xact, env.DatabaseOID, env.RequestID).Scan(&status, &datname, &own); err != nil {
 			return "", request.Retryable(fmt.Errorf("check the origin transaction: %w", err))
 		}
 		switch {
+		case own != nil && request.Status(*own).Finished():
+			return "", request.Refusef("satellite request %s: its envelope is already %s", env.RequestID, *own)
 		case status != nil && *status == "aborted":
 			return "", discarded(env)
 		case (status == nil || *status != "in progress") && datname == nil:
@@ -196,17 +211,18 @@ func (s *Service) waitEnded(ctx context.Context, env envelope) (string, error) {
 }
 
 const endedSQL = `SELECT pg_catalog.pg_xact_status($1::xid8),
-       (SELECT d.datname::text FROM pg_catalog.pg_database d WHERE d.oid = $2 AND d.datallowconn)`
+       (SELECT d.datname::text FROM pg_catalog.pg_database d WHERE d.oid = $2 AND d.datallowconn),
+       (SELECT r.status FROM dataenv.requests r WHERE r.id = $3)`
 
 // waitOrigin loads the origin row; its transaction has ended by now (waitEnded), so "in
 // progress" is only a race with the check, worth another attempt.
-func (s *Service) waitOrigin(ctx context.Context, conn *pgx.Conn, env envelope) (originRow, error) {
+func (s *Service) waitOrigin(ctx context.Context, conn *Conn, env envelope) (originRow, error) {
 	row, err := load(ctx, conn, env)
 	return row, retryUnlessFenced(err)
 }
 
 // fail writes a final failure into the satellite's row and returns it for the envelope.
-func (s *Service) fail(ctx context.Context, conn *pgx.Conn, env envelope, cause error, started time.Time) error {
+func (s *Service) fail(ctx context.Context, conn *Conn, env envelope, cause error, started time.Time) error {
 	text := cause.Error()
 	if err := finish(ctx, conn, env, request.Failed, nil, &text, started); err != nil {
 		return retryUnlessFenced(err)
@@ -219,7 +235,7 @@ func (s *Service) fail(ctx context.Context, conn *pgx.Conn, env envelope, cause 
 
 // cancelled writes the cancellation into the satellite's row once dataenv.cancel() stopped the
 // job (the dispatcher writes the envelope's). ctx is done by then, so the write has its own.
-func (s *Service) cancelled(conn *pgx.Conn, env envelope, started time.Time) error {
+func (s *Service) cancelled(conn *Conn, env envelope, started time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	text := request.ErrCancelledByUser.Error()
