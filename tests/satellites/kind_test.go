@@ -25,6 +25,10 @@ func TestEnvelopeNamingAnotherKindThanItsRowRunsNothing(t *testing.T) {
 	if row.Status != "failed" || row.Error == nil || !strings.Contains(*row.Error, `envelope says kind "ping"`) || row.Result != nil {
 		t.Fatalf("the run filed as a ping finished %s (error %v, result %s), want failed as refused", row.Status, row.Error, row.Result)
 	}
+	// The envelope's outcome is written in the control after the satellite's row: wait for it.
+	if env := waitDone(t, c.Conn, forged); env.Status != "failed" {
+		t.Fatalf("the forged envelope finished %s, want failed", env.Status)
+	}
 	if got := testenv.QueryText(t, c.Conn, `SELECT status || ' ' || (args->>'kind') FROM dataenv.requests WHERE id = $1`, forged); got != "failed ping" {
 		t.Fatalf("the forged envelope: %s", got)
 	}

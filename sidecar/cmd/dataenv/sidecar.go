@@ -68,7 +68,7 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 		jobDisk: fs.String("job-disk", "10GB", "default disk limit of a DuckDB job: spill and scratch space plus bytes "+
 			"written into the workspace's local lake paths"),
 		satelliteConns: fs.Int("satellite-connections", 4, "connections to satellite databases, all satellites together "+
-			"(opened when an envelope needs one, closed when idle)"),
+			"(opened when an envelope needs one, closed when idle); envelopes other than jobs run on twice as many workers of their own"),
 		jobSpares: fs.Int("job-warm-spares", 2, "warm spare DuckDB runners kept per isolation mode (started, DuckDB open, "+
 			"extensions loaded; each runs one job, refilled in the background); 0 disables"),
 		jobSpareSets: fs.Int("job-warm-spare-mount-sets", client.DefaultMountedSpareSets, "jailed jobs on local (file://) lakes: "+

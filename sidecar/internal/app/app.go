@@ -53,7 +53,10 @@ func Run(ctx context.Context, cfg Config) error {
 		ForkExpiryInterval: cfg.ForkExpiryInterval,
 		Registry:           kinds, Metrics: m, Gatherer: reg, RequestRetention: cfg.RequestRetention, RetentionSatellites: sats,
 		JobKinds: []string{job.KindRun, job.KindMaterialize, job.KindPromote}, SchedulingKind: satellite.SchedulingKind, SchedulingOwner: satellite.SchedulingOwner, JobConcurrency: cfg.JobConcurrency,
-		JobsPerUser: cfg.JobsPerUser, JobsPerWorkspace: cfg.JobsPerWorkspace, SatelliteStats: sats.Stats})
+		JobsPerUser: cfg.JobsPerUser, JobsPerWorkspace: cfg.JobsPerWorkspace, SatelliteStats: sats.Stats,
+		// Envelopes wait for one of the satellite connections: twice as many workers keep them
+		// busy (one envelope runs while the next waits) without holding control-plane workers.
+		Remote: satellite.IsEnvelope, RemoteConcurrency: 2 * cfg.SatelliteConnections})
 }
 
 // openPool opens the control pool every component shares. Its sessions pin search_path: the

@@ -66,6 +66,8 @@ type Config struct {
 	SchedulingKind                                func(request.Request) string                   // dispatch.Config.SchedulingKind
 	SchedulingOwner                               func(request.Request) (user, workspace string) // dispatch.Config.SchedulingOwner
 	JobConcurrency, JobsPerUser, JobsPerWorkspace int
+	Remote                                        func(request.Request) bool // dispatch.Config.Remote
+	RemoteConcurrency                             int                        // dispatch.Config.RemoteConcurrency
 	// SatelliteStats reports the connections to satellites open and in use, for the heartbeat
 	// (dataenv.sidecar_status); nil reports none.
 	SatelliteStats func() (open, inUse int)

@@ -36,7 +36,7 @@ func (s *Sidecar) lead(ctx context.Context, lease *leader.Lease, stepDown time.D
 		GateAppName: fence.SessionName(s.id, fence.RoleGate), Registry: s.cfg.Registry,
 		Concurrency: s.cfg.Concurrency, RetryWindow: s.cfg.RetryWindow, Logger: s.cfg.Logger, Observer: s.cfg.Metrics,
 		JobKinds: s.cfg.JobKinds, SchedulingKind: s.cfg.SchedulingKind, SchedulingOwner: s.cfg.SchedulingOwner, JobConcurrency: s.cfg.JobConcurrency, JobsPerUser: s.cfg.JobsPerUser,
-		JobsPerWorkspace: s.cfg.JobsPerWorkspace})
+		JobsPerWorkspace: s.cfg.JobsPerWorkspace, Remote: s.cfg.Remote, RemoteConcurrency: s.cfg.RemoteConcurrency})
 	d.Start(leaseCtx, workCtx)
 	go retention.New(retention.Config{Pool: s.pool, Retention: s.cfg.RequestRetention, Logger: s.cfg.Logger,
 		Satellites: s.cfg.RetentionSatellites, Observer: s.cfg.Metrics}).Run(workCtx)

@@ -37,11 +37,17 @@ type Config struct {
 	SchedulingKind func(request.Request) string
 	// SchedulingOwner is the user and workspace a job counts against, when they are not its
 	// requester and args.workspace (a satellite envelope carries its row's); nil: those.
-	SchedulingOwner  func(request.Request) (user, workspace string)
-	JobConcurrency   int           // default 4
-	JobsPerUser      int           // default JobConcurrency - 1 (at least 1): a slot stays for others
-	JobsPerWorkspace int           // default JobConcurrency - 1 (at least 1)
-	QueueReportEvery time.Duration // least time between two rounds of queue steps, default 1s
+	SchedulingOwner func(request.Request) (user, workspace string)
+	// Remote says which requests wait for a resource outside the control database (a satellite
+	// envelope waits for one of the bounded connections to satellites): those that are not jobs
+	// run on RemoteConcurrency workers of their own (default Concurrency), so that a queue of
+	// them never holds the control-plane workers. nil: none.
+	Remote            func(request.Request) bool
+	RemoteConcurrency int
+	JobConcurrency    int           // default 4
+	JobsPerUser       int           // default JobConcurrency - 1 (at least 1): a slot stays for others
+	JobsPerWorkspace  int           // default JobConcurrency - 1 (at least 1)
+	QueueReportEvery  time.Duration // least time between two rounds of queue steps, default 1s
 	// RetryWindow is how long a request whose handler keeps hitting transient faults is retried
 	// (each retry a new attempt, capped backoff) before it fails; default 30 minutes.
 	RetryWindow time.Duration
@@ -64,7 +70,7 @@ type entry struct {
 	durable  bool                    // claimed (running committed) or finished
 	acks     []*txAck                // transactions waiting for this entry to be durable
 
-	class int      // classControl or classJob
+	class int      // classControl, classJob or classRemote
 	owner jobOwner // a job's user and workspace
 	// queueNote is the last queue step written (touched by the queue reporter only).
 	queueNote string
@@ -131,6 +137,9 @@ func New(cfg Config) *Dispatcher {
 	if cfg.JobConcurrency <= 0 {
 		cfg.JobConcurrency = 4
 	}
+	if cfg.RemoteConcurrency <= 0 {
+		cfg.RemoteConcurrency = cfg.Concurrency
+	}
 	if cfg.JobsPerUser <= 0 {
 		cfg.JobsPerUser = max(cfg.JobConcurrency-1, 1)
 	}
@@ -165,6 +174,12 @@ func (d *Dispatcher) Start(ctx context.Context, workCtx context.Context) {
 			go d.worker(workCtx, classJob)
 		}
 		go d.reportQueue(workCtx)
+	}
+	if d.cfg.Remote != nil {
+		for range d.cfg.RemoteConcurrency {
+			d.wg.Add(1)
+			go d.worker(workCtx, classRemote)
+		}
 	}
 }
 

@@ -11,10 +11,12 @@ import (
 )
 
 // Classes of request kinds. Each class has workers of its own, so control-plane requests (ping,
-// cluster and workspace changes) never wait behind jobs, however many jobs are queued.
+// cluster and workspace changes) never wait behind jobs, however many jobs are queued, nor behind
+// remote requests (Config.Remote), which wait for connections of their own.
 const (
 	classControl = iota
 	classJob
+	classRemote
 	numClasses
 )
 
@@ -27,6 +29,9 @@ func (d *Dispatcher) classOf(req request.Request) int {
 	}
 	if slices.Contains(d.cfg.JobKinds, kind) {
 		return classJob
+	}
+	if d.cfg.Remote != nil && d.cfg.Remote(req) {
+		return classRemote
 	}
 	return classControl
 }
@@ -59,8 +64,8 @@ func (d *Dispatcher) pickLocked(class int) int {
 		if e.class != class {
 			continue
 		}
-		if class == classControl {
-			return i
+		if class != classJob {
+			return i // oldest first
 		}
 		if d.jobsByUser[e.owner.user] >= d.cfg.JobsPerUser ||
 			(e.owner.workspace != "" && d.jobsByWorkspace[e.owner.workspace] >= d.cfg.JobsPerWorkspace) {

@@ -9,10 +9,12 @@ import (
 
 // A satellite envelope is classed by the kind it carries: its run takes a job slot and counts
 // against the satellite caller (qualified by the satellite's database) and the workspace it
-// carries, its ping stays on the control-plane workers.
+// carries, its ping runs on the remote workers (it waits for a satellite connection), never on
+// the control-plane ones.
 func TestSatelliteEnvelopeIsClassedByItsInnerKind(t *testing.T) {
 	t.Parallel()
-	d := &Dispatcher{cfg: Config{JobKinds: []string{"run", "materialize"}, SchedulingKind: satellite.SchedulingKind}}
+	d := &Dispatcher{cfg: Config{JobKinds: []string{"run", "materialize"}, SchedulingKind: satellite.SchedulingKind,
+		Remote: satellite.IsEnvelope}}
 	envelope := func(kind string) request.Request {
 		return request.Request{Kind: satellite.Kind, RequestedBy: "dataenv_satellite_x",
 			Args: []byte(`{"database_oid": "16384", "request_id": "r", "xact": "7", "protocol": 1, "kind": "` + kind + `"}`)}
@@ -24,8 +26,8 @@ func TestSatelliteEnvelopeIsClassedByItsInnerKind(t *testing.T) {
 	}{
 		{"satellite run", envelope("run"), classJob},
 		{"satellite materialize", envelope("materialize"), classJob},
-		{"satellite ping", envelope("ping"), classControl},
-		{"envelope without a kind", request.Request{Kind: satellite.Kind, Args: []byte(`{}`)}, classControl},
+		{"satellite ping", envelope("ping"), classRemote},
+		{"envelope without a kind", request.Request{Kind: satellite.Kind, Args: []byte(`{}`)}, classRemote},
 		{"control run", request.Request{Kind: "run", Args: []byte(`{"workspace": "w"}`)}, classJob},
 		{"control ping", request.Request{Kind: "ping"}, classControl},
 	}

@@ -117,3 +117,41 @@ func TestSatelliteAndControlJobsShareTheWorkspaceCap(t *testing.T) {
 		f.await("job outcome", f.sig.Written, j.ID)
 	}
 }
+
+// Envelopes waiting for satellite connections hold remote workers only: with every remote worker
+// held and more envelopes queued, a control ping and a claimed control kind run at once.
+func TestControlRequestsNeverWaitBehindEnvelopes(t *testing.T) {
+	t.Parallel()
+	var f *fixture
+	f = newFixture(t, func(c *dispatch.Config) {
+		c.Concurrency, c.RemoteConcurrency = 1, 2
+		c.Remote = func(req request.Request) bool { return req.Kind == testEnvelopeKind }
+		c.Registry.Register(testEnvelopeKind, request.HandlerFunc(func(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+			return f.job(ctx, req, rep)
+		}))
+	})
+	testenv.MustExec(t, f.conn, `INSERT INTO dataenv.request_kinds (kind, description) VALUES ($1, 'test')`, testEnvelopeKind)
+	u := f.users(1)[0]
+	var envelopes []request.Request
+	for range 5 {
+		envelopes = append(envelopes, f.submitArgs(testEnvelopeKind, u, `{"kind": "ping"}`))
+	}
+	f.await("claim of envelope 1", f.sig.Claimed, envelopes[0].ID)
+	f.await("claim of envelope 2", f.sig.Claimed, envelopes[1].ID)
+	ping, ok := f.submit("test_ping", u), f.submit("test_ok", u)
+	if ev := f.await("ping outcome", f.sig.Written, ping.ID); ev.Status != request.Succeeded {
+		t.Fatalf("ping: %s", ev.Status)
+	}
+	if ev := f.await("test_ok outcome", f.sig.Written, ok.ID); ev.Status != request.Succeeded {
+		t.Fatalf("test_ok: %s", ev.Status)
+	}
+	if q, _ := f.d.Counts(); q != 3 {
+		t.Fatalf("%d requests queued; want the 3 waiting envelopes", q)
+	}
+	for _, e := range envelopes {
+		f.releaseJob(e.ID)
+	}
+	for _, e := range envelopes {
+		f.await("envelope outcome", f.sig.Written, e.ID)
+	}
+}

@@ -290,6 +290,10 @@ func retryUnlessFenced(err error) error {
 	return request.Retryable(err)
 }
 
+// IsEnvelope reports whether req is a satellite's envelope (dispatch.Config.Remote): it waits for
+// a connection to its satellite, so it is scheduled apart from the control's own requests.
+func IsEnvelope(req request.Request) bool { return req.Kind == Kind }
+
 // SchedulingKind is the kind a request is scheduled as (dispatch.Config.SchedulingKind): an
 // envelope's inner kind (args.kind), so a satellite's run waits for a job slot and its ping does
 // not; any other request's own kind. The inner kind is only a hint: the envelope is refused when
