@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
@@ -79,10 +80,11 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	if err != nil {
 		return err
 	}
-	defer job.close()
+	defer job.close(ctx)
 	created := s.cfg.Now()
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
-	fid, err := s.loadAndFinish(ctx, rep, step, it, plan, job)
+	phases := newPhaseTimes(s.cfg.Now)
+	fid, err := s.loadAndFinish(ctx, rep, step, it, plan, job, phases)
 	if err != nil {
 		return fmt.Errorf("copy datatable %q into %q: %w", it.Datatable, it.Database, err)
 	}
@@ -98,8 +100,8 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	it.Status, it.Fidelity = "created", fid
 	done := s.cfg.Now()
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s, database created %s, loaded and finished %s)",
-		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), ms(created.Sub(planned)), ms(done.Sub(created))))
+	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s, database created %s, loaded and finished %s: %s)",
+		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), ms(created.Sub(planned)), ms(done.Sub(created)), phases))
 	return nil
 }
 
@@ -113,11 +115,17 @@ type copyJob struct {
 	cloneUnavailable string
 	tools            pgtool.Set     // MethodDump: at least as new as the cluster's server
 	src, dst         *cluster.Libpq // MethodDump: the parent as the admin, the copy as the owner
+	// conn is the admin's connection to the copy, opened under the lifecycle lock that created
+	// it, for the finish (one lock round less than opening it there).
+	conn *pgx.Conn
 }
 
-func (j *copyJob) close() {
+func (j *copyJob) close(ctx context.Context) {
 	j.src.Close()
 	j.dst.Close()
+	if j.conn != nil {
+		_ = j.conn.Close(context.WithoutCancel(ctx))
+	}
 }
 
 // startCopy creates the copy's database; a schema_only copy does it holding its datatable's
@@ -155,7 +163,8 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 }
 
 // loadAndFinish restores a dump-made copy, finishes it, and says what it kept.
-func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step string, it *planItem, plan *parentPlan, job *copyJob) (*Fidelity, error) {
+func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step string, it *planItem, plan *parentPlan, job *copyJob,
+	phases *phaseTimes) (*Fidelity, error) {
 	var left []notCarried
 	if job.method == MethodDump {
 		total, err := s.copyTotal(ctx, it)
@@ -177,9 +186,10 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 			return nil, err
 		}
 		left = append(left, out...)
+		phases.mark("restore")
 	}
 	fj := finishJob{plan: plan, cluster: it.Cluster, database: it.Database, owner: job.owner, mode: it.Mode,
-		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly}
+		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly, phases: phases, conn: job.conn}
 	switch job.method {
 	case MethodTemplate, MethodClone:
 		for _, o := range plan.OwnerRoles {
@@ -233,6 +243,9 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 			c.Cluster, c.Database, job.method); err != nil {
 			return retryable(err)
 		}
+		if job.conn, err = l.Connect(ctx, c.Database); err != nil {
+			return err
+		}
 		if job.method != MethodDump {
 			return nil
 		}
@@ -243,7 +256,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		return err
 	})
 	if err != nil {
-		job.close()
+		job.close(ctx)
 		return nil, err
 	}
 	return job, nil
