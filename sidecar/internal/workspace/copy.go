@@ -76,12 +76,12 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		return request.Refusef("create_fork: datatable %q: the cluster's admin may not read table(s) %s of %s; pg_dump and a fork need SELECT on every table",
 			it.Datatable, strings.Join(plan.Unreadable, ", "), it.ParentDatabase)
 	}
-	job, err := s.startCopy(ctx, rep, c, it, plan)
+	created := newPhaseTimes(s.cfg.Now)
+	job, err := s.startCopy(ctx, rep, c, it, plan, created)
 	if err != nil {
 		return err
 	}
 	defer job.close(ctx)
-	created := s.cfg.Now()
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
 	phases := newPhaseTimes(s.cfg.Now)
 	fid, err := s.loadAndFinish(ctx, rep, step, it, plan, job, phases)
@@ -100,8 +100,9 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	it.Status, it.Fidelity = "created", fid
 	done := s.cfg.Now()
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s, database created %s, loaded and finished %s: %s)",
-		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), ms(created.Sub(planned)), ms(done.Sub(created)), phases))
+	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s, database created %s: %s; loaded and finished %s: %s)",
+		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), ms(created.last.Sub(planned)), created,
+		ms(done.Sub(created.last)), phases))
 	return nil
 }
 
@@ -130,9 +131,10 @@ func (j *copyJob) close(ctx context.Context) {
 
 // startCopy creates the copy's database; a schema_only copy does it holding its datatable's
 // template lock, so that the template it copies cannot be rebuilt or dropped meanwhile.
-func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan) (*copyJob, error) {
+func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
+	phases *phaseTimes) (*copyJob, error) {
 	if it.Mode != ModeSchemaOnly {
-		return s.createCopyDatabase(ctx, rep, c, it, plan, nil)
+		return s.createCopyDatabase(ctx, rep, c, it, plan, nil, phases)
 	}
 	// A build of the template in progress holds the lock for as long as a restore takes: the copy
 	// does not wait for it and is restored from a dump instead. Another copy holds it briefly.
@@ -148,7 +150,7 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 			return nil, retryable(err)
 		}
 		if building {
-			return s.createCopyDatabase(ctx, rep, c, it, plan, nil)
+			return s.createCopyDatabase(ctx, rep, c, it, plan, nil, phases)
 		}
 		if held, err = lock.Acquire(ctx, s.cfg.Control, lock.ClassSchemaTemplate, resource, nil); err != nil {
 			return nil, retryable(err)
@@ -159,7 +161,8 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 	if err != nil {
 		return nil, err
 	}
-	return s.createCopyDatabase(ctx, rep, c, it, plan, ts)
+	phases.mark("template lock and list")
+	return s.createCopyDatabase(ctx, rep, c, it, plan, ts, phases)
 }
 
 // loadAndFinish restores a dump-made copy, finishes it, and says what it kept.
@@ -215,9 +218,10 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 // for a dump returns the libpq environments of the parent (admin) and of the copy (owner).
 // A schema_only copy passes its datatable's templates (ts): the current one is copied, if any.
 func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
-	ts []schemaTemplate) (*copyJob, error) {
+	ts []schemaTemplate, phases *phaseTimes) (*copyJob, error) {
 	job := &copyJob{}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
+		phases.mark("lifecycle lock")
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
 		}
@@ -225,6 +229,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		if err != nil {
 			return err
 		}
+		phases.mark("registry row and owner")
 		job.owner = owner.Role
 		if len(ts) > 0 {
 			tplOwner, err := templateOwnerOf(ctx, l)
@@ -238,6 +243,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		}); err != nil {
 			return err
 		}
+		phases.mark("CREATE DATABASE, marked, renamed, recorded")
 		it.Method, it.CloneUnavailable = job.method, job.cloneUnavailable
 		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.fork_copies SET method = $3 WHERE cluster = $1 AND database = $2`,
 			c.Cluster, c.Database, job.method); err != nil {
@@ -246,6 +252,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		if job.conn, err = l.Connect(ctx, c.Database); err != nil {
 			return err
 		}
+		phases.mark("method recorded, connected to the copy")
 		if job.method != MethodDump {
 			return nil
 		}
