@@ -21,9 +21,16 @@ type Env struct {
 	Profile string // -profile DIR: worker subprocesses write CPU profiles there ("" = none)
 	Fsync   bool   // the shared cluster keeps fsync and synchronous_commit on (default)
 	Nice    int    // scheduling priority of this program, its workers and Postgres
+	// ForkSizes (-fork-sizes): the forks suite's parent sizes, comma-separated ("" = 10,100,1000).
+	ForkSizes string
+	// ForkSteps (-fork-steps): the forks suite prints each timed fork's steps.
+	ForkSteps bool
+	// ForkClone (-fork-clone, default true): the forks suite measures the reflink clone rows.
+	ForkClone bool
 
-	exe     string
-	started time.Time
+	exe       string
+	started   time.Time
+	startLoad string
 
 	pgOnce sync.Once
 	pg     *localpg.Cluster
@@ -36,7 +43,12 @@ func newEnv() (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find this executable (for worker subprocesses): %w", err)
 	}
-	return &Env{exe: exe, started: time.Now()}, nil
+	return &Env{exe: exe, started: time.Now(), startLoad: loadAverage()}, nil
+}
+
+// LoadSpan is the machine's load average when this run started and now.
+func (e *Env) LoadSpan() string {
+	return fmt.Sprintf("%s at the start, %s at the end", e.startLoad, loadAverage())
 }
 
 // Progress prints a line to stderr with the time since the run started.

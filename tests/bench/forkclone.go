@@ -81,7 +81,13 @@ func CloneBench(ctx context.Context, env *Env, fb *forkBench, reps int) (rows []
 func cloneBenchOn(ctx context.Context, env *Env, fb *forkBench, srv testenv.PGServer, fsType, name string, n, reps int) ([]CloneRow, string, error) {
 	parent := ""
 	if srv.Root != "" {
-		parent = filepath.Join(srv.Root, "tmp")
+		// The server checks the cluster directory against its root with symlinks resolved (a
+		// worktree's .deps is a symlink to the main checkout's).
+		root, err := filepath.EvalSymlinks(srv.Root)
+		if err != nil {
+			root = srv.Root
+		}
+		parent = filepath.Join(root, "tmp")
 	}
 	fs, err := testenv.MountLoopFS(fsType, parent, 16<<30)
 	if err != nil {

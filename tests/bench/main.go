@@ -37,6 +37,9 @@ func run() int {
 	quick := flag.Bool("quick", false, "short phases: a smoke run, numbers not worth committing")
 	profile := flag.String("profile", "", "directory for CPU profiles of the worker subprocesses")
 	noFsync := flag.Bool("no-fsync", false, "run the cluster with fsync and synchronous_commit off")
+	forkSizes := flag.String("fork-sizes", os.Getenv("DATAENV_BENCH_FORK_SIZES"), "forks suite: comma-separated parent sizes in tables (default 10,100,1000; env DATAENV_BENCH_FORK_SIZES); e.g. -only forks -fork-sizes 1000 -out /tmp/b.md measures one size while iterating (its section would replace the full one)")
+	forkClone := flag.Bool("fork-clone", true, "forks suite: also measure the PostgreSQL 18 reflink clone rows (false: leave them out, while iterating)")
+	forkSteps := flag.Bool("fork-steps", false, "forks suite: print the steps (with their times) of every timed create_fork to stderr")
 	nice := flag.Int("nice", -10, "scheduling priority of this program, its workers and its Postgres (inherited); applied when permitted (root), so that other work on a shared machine disturbs the numbers less")
 	flag.Parse()
 	if *list {
@@ -64,6 +67,7 @@ func run() int {
 		return 1
 	}
 	env.Quick, env.Profile, env.Fsync = *quick, *profile, !*noFsync
+	env.ForkSizes, env.ForkSteps, env.ForkClone = *forkSizes, *forkSteps, *forkClone
 	if err := setNice(*nice); err == nil {
 		env.Nice = *nice
 	} else {

@@ -21,7 +21,13 @@ func cloneCluster(t *testing.T, fsType string) *testenv.Postgres {
 	}
 	parent := ""
 	if srv.Root != "" {
-		parent = filepath.Join(srv.Root, "tmp")
+		// The server checks the cluster directory against its root with symlinks resolved (a
+		// worktree's .deps is a symlink to the main checkout's).
+		root, err := filepath.EvalSymlinks(srv.Root)
+		if err != nil {
+			root = srv.Root
+		}
+		parent = filepath.Join(root, "tmp")
 	}
 	fs := testenv.StartLoopFS(t, fsType, parent, 1<<30)
 	pg, err := testenv.StartPostgres(context.Background(), testenv.PGOptions{Name: "clone-" + fsType, Version: 18,

@@ -102,7 +102,7 @@ func readObjectACLs(ctx context.Context, q querier) (map[string]*objectACL, erro
 	return out, nil
 }
 
-func (p *parentPlan) readObjectACLs(ctx context.Context, tx pgx.Tx) error {
+func (p *parentPlan) readObjectACLs(ctx context.Context, tx querier) error {
 	acls, err := readObjectACLs(ctx, tx)
 	p.ObjectACLs = acls
 	return err
@@ -197,7 +197,7 @@ func readDefaultACLs(ctx context.Context, q querier) ([]defaultACL, error) {
 	return out, nil
 }
 
-func (p *parentPlan) readDefaultACLs(ctx context.Context, tx pgx.Tx) error {
+func (p *parentPlan) readDefaultACLs(ctx context.Context, tx querier) error {
 	d, err := readDefaultACLs(ctx, tx)
 	p.DefaultACLs = d
 	return err

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
@@ -75,14 +76,15 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		return request.Refusef("create_fork: datatable %q: the cluster's admin may not read table(s) %s of %s; pg_dump and a fork need SELECT on every table",
 			it.Datatable, strings.Join(plan.Unreadable, ", "), it.ParentDatabase)
 	}
-	job, err := s.startCopy(ctx, rep, c, it, plan)
+	created := newPhaseTimes(s.cfg.Now)
+	job, err := s.startCopy(ctx, rep, c, it, plan, created)
 	if err != nil {
 		return err
 	}
-	defer job.close()
-	created := s.cfg.Now()
+	defer job.close(ctx)
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
-	fid, err := s.loadAndFinish(ctx, rep, step, it, plan, job)
+	phases := newPhaseTimes(s.cfg.Now)
+	fid, err := s.loadAndFinish(ctx, rep, step, it, plan, job, phases)
 	if err != nil {
 		return fmt.Errorf("copy datatable %q into %q: %w", it.Datatable, it.Database, err)
 	}
@@ -98,8 +100,9 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	it.Status, it.Fidelity = "created", fid
 	done := s.cfg.Now()
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s, database created %s, loaded and finished %s)",
-		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), ms(created.Sub(planned)), ms(done.Sub(created))))
+	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s, database created %s: %s; loaded and finished %s: %s)",
+		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), ms(created.last.Sub(planned)), created,
+		ms(done.Sub(created.last)), phases))
 	return nil
 }
 
@@ -113,18 +116,25 @@ type copyJob struct {
 	cloneUnavailable string
 	tools            pgtool.Set     // MethodDump: at least as new as the cluster's server
 	src, dst         *cluster.Libpq // MethodDump: the parent as the admin, the copy as the owner
+	// conn is the admin's connection to the copy, opened under the lifecycle lock that created
+	// it, for the finish (one lock round less than opening it there).
+	conn *pgx.Conn
 }
 
-func (j *copyJob) close() {
+func (j *copyJob) close(ctx context.Context) {
 	j.src.Close()
 	j.dst.Close()
+	if j.conn != nil {
+		_ = j.conn.Close(context.WithoutCancel(ctx))
+	}
 }
 
 // startCopy creates the copy's database; a schema_only copy does it holding its datatable's
 // template lock, so that the template it copies cannot be rebuilt or dropped meanwhile.
-func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan) (*copyJob, error) {
+func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
+	phases *phaseTimes) (*copyJob, error) {
 	if it.Mode != ModeSchemaOnly {
-		return s.createCopyDatabase(ctx, rep, c, it, plan, nil)
+		return s.createCopyDatabase(ctx, rep, c, it, plan, nil, phases)
 	}
 	// A build of the template in progress holds the lock for as long as a restore takes: the copy
 	// does not wait for it and is restored from a dump instead. Another copy holds it briefly.
@@ -140,7 +150,7 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 			return nil, retryable(err)
 		}
 		if building {
-			return s.createCopyDatabase(ctx, rep, c, it, plan, nil)
+			return s.createCopyDatabase(ctx, rep, c, it, plan, nil, phases)
 		}
 		if held, err = lock.Acquire(ctx, s.cfg.Control, lock.ClassSchemaTemplate, resource, nil); err != nil {
 			return nil, retryable(err)
@@ -151,11 +161,13 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 	if err != nil {
 		return nil, err
 	}
-	return s.createCopyDatabase(ctx, rep, c, it, plan, ts)
+	phases.mark("template lock and list")
+	return s.createCopyDatabase(ctx, rep, c, it, plan, ts, phases)
 }
 
 // loadAndFinish restores a dump-made copy, finishes it, and says what it kept.
-func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step string, it *planItem, plan *parentPlan, job *copyJob) (*Fidelity, error) {
+func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step string, it *planItem, plan *parentPlan, job *copyJob,
+	phases *phaseTimes) (*Fidelity, error) {
 	var left []notCarried
 	if job.method == MethodDump {
 		total, err := s.copyTotal(ctx, it)
@@ -177,9 +189,10 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 			return nil, err
 		}
 		left = append(left, out...)
+		phases.mark("restore")
 	}
 	fj := finishJob{plan: plan, cluster: it.Cluster, database: it.Database, owner: job.owner, mode: it.Mode,
-		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly}
+		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly, phases: phases, conn: job.conn}
 	switch job.method {
 	case MethodTemplate, MethodClone:
 		for _, o := range plan.OwnerRoles {
@@ -205,9 +218,10 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 // for a dump returns the libpq environments of the parent (admin) and of the copy (owner).
 // A schema_only copy passes its datatable's templates (ts): the current one is copied, if any.
 func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
-	ts []schemaTemplate) (*copyJob, error) {
+	ts []schemaTemplate, phases *phaseTimes) (*copyJob, error) {
 	job := &copyJob{}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
+		phases.mark("lifecycle lock")
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
 		}
@@ -215,6 +229,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		if err != nil {
 			return err
 		}
+		phases.mark("registry row and owner")
 		job.owner = owner.Role
 		if len(ts) > 0 {
 			tplOwner, err := templateOwnerOf(ctx, l)
@@ -228,11 +243,16 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		}); err != nil {
 			return err
 		}
+		phases.mark("CREATE DATABASE, marked, renamed, recorded")
 		it.Method, it.CloneUnavailable = job.method, job.cloneUnavailable
 		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.fork_copies SET method = $3 WHERE cluster = $1 AND database = $2`,
 			c.Cluster, c.Database, job.method); err != nil {
 			return retryable(err)
 		}
+		if job.conn, err = l.Connect(ctx, c.Database); err != nil {
+			return err
+		}
+		phases.mark("method recorded, connected to the copy")
 		if job.method != MethodDump {
 			return nil
 		}
@@ -243,7 +263,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		return err
 	})
 	if err != nil {
-		job.close()
+		job.close(ctx)
 		return nil, err
 	}
 	return job, nil

@@ -114,6 +114,7 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 	} else if !errors.Is(err, control.ErrNotFound) {
 		return nil, err
 	}
+	begun := s.cfg.Now()
 	plan, err := s.plan(ctx, req, args)
 	if err != nil {
 		return nil, err
@@ -129,6 +130,7 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 		// Final: what earlier attempts of this request made (copies, the fork's roles) goes.
 		return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 	}
+	checked := s.cfg.Now()
 	for i := range plan {
 		if plan[i].Mode == ModeKeepOriginal {
 			continue
@@ -137,11 +139,14 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 			return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 		}
 	}
+	copied := s.cfg.Now()
 	crashpoint.HitOnce(CrashBeforeCommit)
 	if err := s.commitFork(ctx, req, args, incarnation, plan); err != nil {
 		return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 	}
-	request.Report(ctx, rep, "workspace "+args.Fork, "created", fmt.Sprintf("fork of %s with %d datatable(s)", args.Parent, len(plan)))
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	request.Report(ctx, rep, "workspace "+args.Fork, "created", fmt.Sprintf("fork of %s with %d datatable(s) (checks and cleanup %s, copies %s, commit %s)",
+		args.Parent, len(plan), ms(checked.Sub(begun)), ms(copied.Sub(checked)), ms(s.cfg.Now().Sub(copied))))
 	return s.prepare(ctx, rep, &ForkResult{Workspace: args.Fork, Parent: args.Parent, Datatables: plan, SharedLakes: args.SharedLakes, pin: args.PinLakes})
 }
 

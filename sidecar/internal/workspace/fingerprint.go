@@ -3,8 +3,6 @@ package workspace
 import (
 	"context"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // fingerprintSQL digests what a schema-only dump of the database depends on, cheaply (no dump):
@@ -79,7 +77,7 @@ SELECT pg_catalog.md5(pg_catalog.string_agg(x, ',' ORDER BY x)) FROM (
             OR objid NOT IN (SELECT oid FROM pg_catalog.pg_type WHERE typnamespace IN (SELECT oid FROM skip)))
 ) f`
 
-func (p *parentPlan) readFingerprint(ctx context.Context, tx pgx.Tx) error {
+func (p *parentPlan) readFingerprint(ctx context.Context, tx querier) error {
 	if err := tx.QueryRow(ctx, fingerprintSQL).Scan(&p.Fingerprint); err != nil {
 		return fmt.Errorf("schema fingerprint: %w", err)
 	}

@@ -288,13 +288,14 @@ func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string) error {
 		&p.ConnLimit, &p.adminSuper, &p.adminBypass, &p.serverNum); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
-	steps := []func(context.Context, pgx.Tx) error{
+	// The rest depends only on what the first query returned: one round trip (pipelined).
+	steps := []func(context.Context, querier) error{
 		p.readDatabaseACL, p.readSettings, p.readOwnerRoles, p.readObjectACLs, p.readDefaultACLs, p.readUncreatable,
-		func(ctx context.Context, tx pgx.Tx) error {
-			return tx.QueryRow(ctx, eventTriggersSQL).Scan(&p.EventTriggers)
+		func(ctx context.Context, q querier) error {
+			return q.QueryRow(ctx, eventTriggersSQL).Scan(&p.EventTriggers)
 		},
-		func(ctx context.Context, tx pgx.Tx) error {
-			return tx.QueryRow(ctx, otherSessionsSQL).Scan(&p.OtherSessions)
+		func(ctx context.Context, q querier) error {
+			return q.QueryRow(ctx, otherSessionsSQL).Scan(&p.OtherSessions)
 		},
 		p.readPopulated,
 	}
@@ -302,16 +303,14 @@ func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string) error {
 	if mode == ModeSchemaOnly {
 		steps = append(steps, p.readSequences, p.readFingerprint)
 	}
-	for _, step := range steps {
-		if err := step(ctx, tx); err != nil {
-			return err
-		}
+	if err := pipelined(ctx, tx, steps); err != nil {
+		return err
 	}
 	p.withoutWorkspaceRoles()
 	return nil
 }
 
-func (p *parentPlan) readDatabaseACL(ctx context.Context, tx pgx.Tx) error {
+func (p *parentPlan) readDatabaseACL(ctx context.Context, tx querier) error {
 	items, err := readDatabaseACL(ctx, tx, p.Database)
 	p.DatabaseACL = items
 	return err
@@ -333,7 +332,7 @@ func readDatabaseACL(ctx context.Context, q querier, name string) ([]aclItem, er
 	return items, nil
 }
 
-func (p *parentPlan) readSettings(ctx context.Context, tx pgx.Tx) error {
+func (p *parentPlan) readSettings(ctx context.Context, tx querier) error {
 	rows, err := tx.Query(ctx, settingsSQL, p.Database)
 	if err != nil {
 		return fmt.Errorf("settings: %w", err)
@@ -355,7 +354,7 @@ func (p *parentPlan) readSettings(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-func (p *parentPlan) readOwnerRoles(ctx context.Context, tx pgx.Tx) error {
+func (p *parentPlan) readOwnerRoles(ctx context.Context, tx querier) error {
 	rows, err := tx.Query(ctx, ownerRolesSQL)
 	if err != nil {
 		return fmt.Errorf("owners: %w", err)
@@ -370,7 +369,7 @@ func (p *parentPlan) readOwnerRoles(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-func (p *parentPlan) readSequences(ctx context.Context, tx pgx.Tx) error {
+func (p *parentPlan) readSequences(ctx context.Context, tx querier) error {
 	rows, err := tx.Query(ctx, sequencesSQL)
 	if err != nil {
 		return fmt.Errorf("sequences: %w", err)
@@ -396,12 +395,12 @@ func (p *parentPlan) readSequences(ctx context.Context, tx pgx.Tx) error {
 	})
 }
 
-func (p *parentPlan) readPopulated(ctx context.Context, tx pgx.Tx) error {
+func (p *parentPlan) readPopulated(ctx context.Context, tx querier) error {
 	return collectInto(ctx, tx, populatedSQL, nil, func(name string) { p.Populated = append(p.Populated, name) })
 }
 
 // readRows finds the tables a dump by the admin cannot read in full.
-func (p *parentPlan) readRows(ctx context.Context, tx pgx.Tx) error {
+func (p *parentPlan) readRows(ctx context.Context, tx querier) error {
 	rows, err := tx.Query(ctx, tablesRowsSQL, p.adminBypass)
 	if err != nil {
 		return fmt.Errorf("readable tables: %w", err)
@@ -425,7 +424,7 @@ func (p *parentPlan) readRows(ctx context.Context, tx pgx.Tx) error {
 	return rows.Err()
 }
 
-func (p *parentPlan) readUncreatable(ctx context.Context, tx pgx.Tx) error {
+func (p *parentPlan) readUncreatable(ctx context.Context, tx querier) error {
 	rows, err := tx.Query(ctx, uncreatableSQL)
 	if err != nil {
 		return fmt.Errorf("superuser-only objects: %w", err)
