@@ -458,11 +458,18 @@ func connectedSessions(ctx context.Context, conn *pgx.Conn, name string) ([]stri
 }
 
 func dropDatabase(ctx context.Context, conn *pgx.Conn, name string, terminate bool) error {
-	sql := "DROP DATABASE " + ident(name)
-	if terminate {
-		sql += " WITH (FORCE)"
+	err := execDropDatabase(ctx, conn, name, terminate)
+	for try := 0; terminate && sqlState(err) == "42501" && try < 5; try++ {
+		// WITH (FORCE) may not end a server process without a role (an autovacuum worker) for
+		// an admin that is not a superuser; a plain DROP DATABASE makes autovacuum workers exit
+		// and waits for them. A session that came meanwhile is forced out again.
+		if workers, cerr := onlyServerProcesses(ctx, conn, name); cerr != nil || !workers {
+			break
+		}
+		if err = execDropDatabase(ctx, conn, name, false); sqlState(err) == "55006" {
+			err = execDropDatabase(ctx, conn, name, true)
+		}
 	}
-	_, err := conn.Exec(ctx, sql)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55006" {
 		return request.Refusef("database %q is being accessed by other sessions (%s); close them, or drop with terminate_sessions => true",
@@ -475,6 +482,32 @@ func dropDatabase(ctx context.Context, conn *pgx.Conn, name string, terminate bo
 		return fmt.Errorf("drop database %q: %w", name, err)
 	}
 	return nil
+}
+
+func execDropDatabase(ctx context.Context, conn *pgx.Conn, name string, terminate bool) error {
+	sql := "DROP DATABASE " + ident(name)
+	if terminate {
+		sql += " WITH (FORCE)"
+	}
+	_, err := conn.Exec(ctx, sql)
+	return err
+}
+
+// onlyServerProcesses reports whether every process still on database name is one without a
+// role (an autovacuum worker), or none is left.
+func onlyServerProcesses(ctx context.Context, conn *pgx.Conn, name string) (bool, error) {
+	var sessions int
+	err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE usesysid IS NOT NULL)::int FROM pg_catalog.pg_stat_activity
+		WHERE datname = $1 AND pid <> pg_catalog.pg_backend_pid()`, name).Scan(&sessions)
+	return sessions == 0, err
+}
+
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
 
 // Handlers.
