@@ -370,34 +370,20 @@ func resetStagingName(req uuid.UUID, datatable string) string {
 }
 
 // dropOldCopy ends the sessions on the copy a reset replaces and drops it. An autovacuum worker
-// on it refuses the drop for a moment; the drop is tried again a few times in this attempt, so
-// that what the attempt did (the sessions it ended) is what its result says, before the attempt
-// gives up as transient.
+// on it is outlasted by the drop itself (cluster's dropDatabase); what is left is transient.
 func dropOldCopy(ctx context.Context, l *cluster.Locked, rep request.Reporter, step string, old Copy, fork string, it *resetItem) error {
-	const tries = 10
-	for try := 1; ; try++ {
-		n, err := terminateSessions(ctx, l, it.Database)
-		it.SessionsEnded += n
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			request.Reportf(ctx, rep, step, "sessions ended", "%d session(s) on %s terminated", n, it.Database)
-		}
-		err = dropCopyLocked(ctx, l, old, cluster.Use{Kind: UseDatatable, Name: fork + "/" + it.Datatable})
-		if err == nil {
-			return nil
-		}
-		err = onlyWorkersLeft(ctx, l, it.Database, err)
-		if !request.IsTransient(err) || try == tries {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
-		}
+	n, err := terminateSessions(ctx, l, it.Database)
+	it.SessionsEnded += n
+	if err != nil {
+		return err
 	}
+	if n > 0 {
+		request.Reportf(ctx, rep, step, "sessions ended", "%d session(s) on %s terminated", n, it.Database)
+	}
+	if err := dropCopyLocked(ctx, l, old, cluster.Use{Kind: UseDatatable, Name: fork + "/" + it.Datatable}); err != nil {
+		return onlyWorkersLeft(ctx, l, it.Database, err)
+	}
+	return nil
 }
 
 // terminateSessions ends every session of a role connected to database (pg_terminate_backend)
