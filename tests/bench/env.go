@@ -68,7 +68,7 @@ func (e *Env) Postgres(ctx context.Context) (*localpg.Cluster, error) {
 				"pg_stat_statements.max":   "1000",
 				"pg_stat_statements.track": "'top'",
 				"track_io_timing":          "off",
-				"max_connections":          "300",
+				"max_connections":          "450",
 				"log_min_messages":         "warning",
 				"log_min_error_statement":  "panic",
 				"autovacuum_naptime":       "10s",

@@ -18,9 +18,11 @@ import (
 // The satellites suite: one control installation and 100 satellites in one cluster, served by one
 // sidecar whose connections to satellites are bounded by --satellite-connections.
 //   - Installing the satellites (time per satellite).
-//   - Pings at 100/s spread round robin over the satellites and, at the same time in the same
-//     run, pings at 100/s from the control database: end-to-end latency (ping() committed to
-//     wait() returning it finished) of each. Target: satellite p50 and p95 within 2× of control.
+//   - Pings at 100/s spread round robin over the satellites and, in alternating phases of the
+//     same run, pings at 100/s from the control database: end-to-end latency (ping() committed to
+//     wait() returning it finished) of each. Target: satellite p50 and p95 within 2× of control,
+//     with the flag at the number of satellites (every busy satellite keeps a warm connection).
+//   - The same with the flag at its default, 4: what a bound below the busy satellites costs.
 //   - The sidecar's connections to satellites, sampled from pg_stat_activity throughout: never
 //     above the flag.
 
@@ -32,28 +34,33 @@ func (satelliteSuite) Name() string { return "satellites" }
 
 const (
 	satelliteCount  = 100
-	satelliteConns  = 4
 	satelliteRate   = 100 // pings per second, per stream
 	satelliteRounds = 2
-	// satelliteWorkingSet is how many satellites the second sidecar's stream is spread over,
-	// each with a connection of its own (more would exceed the bench cluster's max_connections:
-	// every satellite client session also holds a dblink session in the control database).
-	satelliteWorkingSet = 20
+	// satelliteIdle is the bench sidecars' --satellite-idle-timeout: longer than a control phase,
+	// so the satellites' connections outlive the phases that do not use them, as they would with
+	// satellites busy all the time.
+	satelliteIdle = "2m"
+	// satelliteDefaultConns is the flag's default, run second.
+	satelliteDefaultConns = 4
 )
 
 // SatelliteResults are the suite's measurements.
 type SatelliteResults struct {
-	Satellites, ConnFlag int
-	InstallEach          time.Duration
-	Phase                time.Duration
-	Control, Satellite   satLatencies
-	ControlWide, Wide    satLatencies // again, over a working set with a connection each
-	WorkingSet           int
-	PeakConns            int64
-	Samples              int64
-	// Load averages (1 min) at the start, after the phases at the flag, at the end: the machine
-	// is shared, and the satellites' cost is CPU.
-	LoadStart, LoadMid, LoadEnd string
+	Satellites  int
+	InstallEach time.Duration
+	Phase       time.Duration
+	Runs        []satRun // the flag at the number of satellites, then at its default
+	// Load averages (1 min) at the start and at the end: the machine is shared, and the
+	// satellites' cost is CPU.
+	LoadStart, LoadEnd string
+}
+
+// satRun is one sidecar's phases: one value of --satellite-connections.
+type satRun struct {
+	ConnFlag           int
+	Control, Satellite satLatencies
+	PeakConns, Samples int64
+	Load               string // load average after its phases
 }
 
 type satLatencies struct {
@@ -82,8 +89,8 @@ func (satelliteSuite) Run(ctx context.Context, env *Env) (string, error) {
 	if env.Quick {
 		phase, n = 3*time.Second, 20
 	}
-	res := SatelliteResults{Satellites: n, ConnFlag: satelliteConns, Phase: phase, LoadStart: loadAverage()}
-	sc, err := installedControl(ctx, env, "bench_sat_control", fmt.Sprintf("DATAENV_SATELLITE_CONNECTIONS=%d", satelliteConns))
+	res := SatelliteResults{Satellites: n, Phase: phase, LoadStart: loadAverage()}
+	sc, err := installedControl(ctx, env, "bench_sat_control", satelliteSidecarEnv(n)...)
 	if err != nil {
 		return "", err
 	}
@@ -104,54 +111,57 @@ func (satelliteSuite) Run(ctx context.Context, env *Env) (string, error) {
 			p.Close()
 		}
 	}()
-	env.Progress("satellites: warming up (one ping in every database)")
+	for i, flag := range []int{n, satelliteDefaultConns} {
+		if i > 0 {
+			dsn := sc.pool.Config().ConnString()
+			sc.close()
+			if sc, err = startSidecar(ctx, dsn, satelliteSidecarEnv(flag)...); err != nil {
+				return "", err
+			}
+		}
+		run, err := satellitePhases(ctx, env, sc, ctrl, sats, flag, phase)
+		if err != nil {
+			return "", err
+		}
+		res.Runs = append(res.Runs, run)
+	}
+	res.LoadEnd = loadAverage()
+	return renderSatellites(env, res, time.Since(start)), nil
+}
+
+func satelliteSidecarEnv(conns int) []string {
+	return []string{fmt.Sprintf("DATAENV_SATELLITE_CONNECTIONS=%d", conns), "DATAENV_SATELLITE_IDLE_TIMEOUT=" + satelliteIdle}
+}
+
+// satellitePhases warms every database up with one ping, then runs the alternating phases,
+// control first (both streams see the same machine, one at a time), sampling the sidecar's
+// connections to satellites throughout.
+func satellitePhases(ctx context.Context, env *Env, sc *benchSidecar, ctrl *pgxpool.Pool, sats []*pgxpool.Pool, flag int, phase time.Duration) (satRun, error) {
+	run := satRun{ConnFlag: flag}
+	env.Progress("satellites: --satellite-connections %d: warming up (one ping in every database)", flag)
 	for _, p := range append([]*pgxpool.Pool{ctrl}, sats...) {
 		if _, err := pingOnce(ctx, p); err != nil {
-			return "", fmt.Errorf("warm-up ping: %w", err)
+			return run, fmt.Errorf("warm-up ping: %w", err)
 		}
 	}
 	sampler, err := sc.pool.Acquire(ctx) // a connection of its own: the ping pools may be busy
 	if err != nil {
-		return "", err
+		return run, err
 	}
+	defer sampler.Release()
 	sctx, stopSampling := context.WithCancel(ctx)
 	var peak, samples atomic.Int64
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); sampleSatelliteConns(sctx, sampler.Conn(), &peak, &samples) }()
-	// Alternating phases, control first: both streams see the same machine, one at a time.
 	for round := range satelliteRounds {
-		env.Progress("satellites: round %d: %s of pings at %d/s from the control, then from the satellites", round+1, phase, satelliteRate)
-		res.Control.add(pingStream(ctx, []*pgxpool.Pool{ctrl}, phase))
-		res.Satellite.add(pingStream(ctx, sats, phase))
+		env.Progress("satellites: --satellite-connections %d, round %d: %s of pings at %d/s from the control, then from the satellites", flag, round+1, phase, satelliteRate)
+		run.Control.add(pingStream(ctx, []*pgxpool.Pool{ctrl}, phase))
+		run.Satellite.add(pingStream(ctx, sats, phase))
 	}
 	stopSampling()
 	<-sampled
-	res.PeakConns, res.Samples, res.LoadMid = peak.Load(), samples.Load(), loadAverage()
-	// The same rate over a working set of satellites that fits in the connections (a sidecar
-	// with a connection for each of them): what the bound costs when it is too small.
-	sampler.Release()
-	dsn := sc.pool.Config().ConnString()
-	sc.close()
-	working := sats[:min(len(sats), satelliteWorkingSet)]
-	res.WorkingSet = len(working)
-	env.Progress("satellites: %d/s over %d satellites with --satellite-connections %d", satelliteRate, len(working), len(working))
-	if sc, err = startSidecar(ctx, dsn, fmt.Sprintf("DATAENV_SATELLITE_CONNECTIONS=%d", len(working))); err != nil {
-		return "", err
-	}
-	if _, err := pingOnce(ctx, ctrl); err != nil {
-		return "", fmt.Errorf("ping after the restart: %w", err)
-	}
-	for _, p := range working {
-		if _, err := pingOnce(ctx, p); err != nil {
-			return "", fmt.Errorf("warm-up ping: %w", err)
-		}
-	}
-	for range satelliteRounds {
-		res.ControlWide.add(pingStream(ctx, []*pgxpool.Pool{ctrl}, phase))
-		res.Wide.add(pingStream(ctx, working, phase))
-	}
-	res.LoadEnd = loadAverage()
-	return renderSatellites(env, res, time.Since(start)), nil
+	run.PeakConns, run.Samples, run.Load = peak.Load(), samples.Load(), loadAverage()
+	return run, nil
 }
 
 // installSatellites creates n databases and installs a satellite in each, registered with the
@@ -287,42 +297,43 @@ func renderSatellites(env *Env, r SatelliteResults, took time.Duration) string {
 	if env.Quick {
 		w(" **Quick run (-quick): not for comparison.**")
 	}
-	w(" The machine is shared with other engineers' test runs, so absolute numbers move between runs; the two streams below ran in alternating phases of the same run. Load average (1 min, /proc/loadavg) %s at the start, %s after the phases at `--satellite-connections %d`, %s at the end.\n\n", r.LoadStart, r.LoadMid, r.ConnFlag, r.LoadEnd)
-	w("One control installation and %d satellites in one cluster; one sidecar, `--satellite-connections %d`. Satellites installed at %s ms each. ", r.Satellites, r.ConnFlag, ms(r.InstallEach))
-	w("%d rounds, each %s of %d pings a second from the control database, then %s of %d a second spread round robin over the satellites (open loop). ", satelliteRounds, r.Phase, satelliteRate, r.Phase, satelliteRate)
-	w("Latency is what a user sees: `SELECT dataenv.ping()` committed (a satellite's envelope filed at its commit) to `dataenv.wait()` returning it finished; milliseconds. ")
-	w("Target: a satellite's p50 and p95 within 2× of the control's.\n\n")
-	w("| stream | pings | failed | p50 | p95 | p99 | max |\n|---|---:|---:|---:|---:|---:|---:|\n")
-	for _, s := range []struct {
-		name string
-		l    satLatencies
-	}{{"control database", r.Control}, {fmt.Sprintf("satellites, `--satellite-connections %d`", r.ConnFlag), r.Satellite}} {
-		w("| %s | %d | %d | %s | %s | %s | %s |\n", s.name, len(s.l.all), s.l.failed, ms(s.l.pct(0.5)), ms(s.l.pct(0.95)), ms(s.l.pct(0.99)), ms(s.l.pct(1)))
+	w(" The machine is shared with other engineers' test runs, so absolute numbers move between runs; the two streams of each row pair ran in alternating phases of the same run. Load average (1 min, /proc/loadavg) %s at the start", r.LoadStart)
+	for _, run := range r.Runs {
+		w(", %s after the phases at `--satellite-connections %d`", run.Load, run.ConnFlag)
 	}
-	w("| control database, second sidecar | %d | %d | %s | %s | %s | %s |\n", len(r.ControlWide.all), r.ControlWide.failed, ms(r.ControlWide.pct(0.5)), ms(r.ControlWide.pct(0.95)), ms(r.ControlWide.pct(0.99)), ms(r.ControlWide.pct(1)))
-	w("| %d satellites, `--satellite-connections %d` (one each) | %d | %d | %s | %s | %s | %s |\n", r.WorkingSet, r.WorkingSet, len(r.Wide.all), r.Wide.failed, ms(r.Wide.pct(0.5)), ms(r.Wide.pct(0.95)), ms(r.Wide.pct(0.99)), ms(r.Wide.pct(1)))
-	p50 := float64(r.Satellite.pct(0.5)) / float64(max(r.Control.pct(0.5), 1))
-	p95 := float64(r.Satellite.pct(0.95)) / float64(max(r.Control.pct(0.95), 1))
+	w(".\n\n")
+	w("One control installation and %d satellites in one cluster, installed at %s ms each; one sidecar at a time, `--satellite-idle-timeout %s`. ", r.Satellites, ms(r.InstallEach), satelliteIdle)
+	w("For each value of `--satellite-connections`: one ping in every database, then %d rounds, each %s of %d pings a second from the control database, then %s of %d a second spread round robin over the %d satellites (open loop: one ping a second in each). ", satelliteRounds, r.Phase, satelliteRate, r.Phase, satelliteRate, r.Satellites)
+	w("Latency is what a user sees: `SELECT dataenv.ping()` committed (a satellite's envelope filed at its commit) to `dataenv.wait()` returning it finished; milliseconds. ")
+	w("Target: a satellite's p50 and p95 within 2× of the control's, the sidecar's connections to satellites never above the flag.\n\n")
+	w("| `--satellite-connections` | stream | pings | failed | p50 | p95 | p99 | max |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, run := range r.Runs {
+		for _, s := range []struct {
+			name string
+			l    satLatencies
+		}{{"control database", run.Control}, {"satellites", run.Satellite}} {
+			w("| %d | %s | %d | %d | %s | %s | %s | %s |\n", run.ConnFlag, s.name, len(s.l.all), s.l.failed, ms(s.l.pct(0.5)), ms(s.l.pct(0.95)), ms(s.l.pct(0.99)), ms(s.l.pct(1)))
+		}
+	}
 	verdict := func(x float64) string {
 		if x <= 2 {
 			return "within 2×"
 		}
 		return "**over 2×**"
 	}
-	w("\nSatellite / control with `--satellite-connections %d`: p50 %.2f (%s), p95 %.2f (%s). ", r.ConnFlag, p50, verdict(p50), p95, verdict(p95))
-	wp50 := float64(r.Wide.pct(0.5)) / float64(max(r.ControlWide.pct(0.5), 1))
-	wp95 := float64(r.Wide.pct(0.95)) / float64(max(r.ControlWide.pct(0.95), 1))
-	w("Over %d satellites with a connection each: p50 %.2f (%s), p95 %.2f (%s). ", r.WorkingSet, wp50, verdict(wp50), wp95, verdict(wp95))
-	w("\n\nHow to read it. With a connection to each satellite (the last row), a satellite ping costs what a control ping costs plus: the envelope's own transaction in the control database (over the satellite session's dblink; it commits without a WAL flush of its own, the origin's commit right after flushes both) before the origin commits, the origin check in the control (`pg_xact_status`), one statement in the satellite to load the row (the catalog attestation runs once per connection, not per envelope) and the outcome's commit there, and `dataenv.wait()` polling (every millisecond for its first 20 ms: no gate lock works across databases) where the control's wakes on a lock. A ping's envelope is not claimed (no commit in the control for that), as a control ping is not. ")
-	w("Pings spread round robin over more satellites than connections (the second row) find no connection to their database: each envelope closes one (the close waits for its backend to exit, read off the socket), opens one (process start, authentication) and runs on a cold backend (catalog caches, compiling `envelope_load`, `authorize_request` and `envelope_finish`), measured alone about 11 ms of work each at best (connect 4, attestation 2.5, load 4-6 of which `authorize_request` 3.5, outcome 1) and 20 ms or more on this shared machine, where a warm connection needs 1-2 ms. At 100 a second that is most of the 2 cores, shared with the rest of the run and other engineers' tests")
-	if p50 > 2 {
-		w(", so here the envelopes queued for a connection and that queue is most of the second row's latency")
+	w("\n")
+	for _, run := range r.Runs {
+		p50 := float64(run.Satellite.pct(0.5)) / float64(max(run.Control.pct(0.5), 1))
+		p95 := float64(run.Satellite.pct(0.95)) / float64(max(run.Control.pct(0.95), 1))
+		within := "never above the flag"
+		if run.PeakConns > int64(run.ConnFlag) {
+			within = "**above the flag**"
+		}
+		w("- `--satellite-connections %d`: satellite / control p50 %.2f (%s), p95 %.2f (%s); the sidecar's connections to satellites (pg_stat_activity, %d samples) at most %d, %s.\n",
+			run.ConnFlag, p50, verdict(p50), p95, verdict(p95), run.Samples, run.PeakConns, within)
 	}
-	w(". A larger flag does not help while the satellites busy at once outnumber it (a quick run at 10 connections queued as much: the limit is CPU, not connections); what helps is a flag at or above the number of satellites busy at once, which is what the last row measures.\n\n")
-	within := "never above the flag"
-	if r.PeakConns > int64(r.ConnFlag) {
-		within = "**above the flag**"
-	}
-	w("The sidecar's connections to satellites (pg_stat_activity, %d samples during the run): at most %d with the flag at %d, %s.\n\n", r.Samples, r.PeakConns, r.ConnFlag, within)
+	w("\nHow to read it. With a connection to each busy satellite (the flag at the number of satellites), a satellite ping costs what a control ping costs plus: the envelope's own transaction in the control database (over the satellite session's dblink; it commits without a WAL flush of its own, the origin's commit right after flushes both) before the origin commits, the origin check in the control (`pg_xact_status`), one statement in the satellite to load the row (the catalog attestation runs once per connection, not per envelope) and the outcome's commit there, and `dataenv.wait()` polling (every millisecond for its first 20 ms: no gate lock works across databases) where the control's wakes on a lock. A ping's envelope is not claimed (no commit in the control for that), as a control ping is not. ")
+	w("With fewer connections than satellites busy at once (the flag's default, 4, against 100 satellites each pinged once a second) an envelope rarely finds a connection to its database: it closes one (the close waits for its backend to exit, read off the socket), opens one (process start, authentication) and runs on a cold backend (catalog caches, compiling `envelope_load`, `authorize_request` and `envelope_finish`), measured alone about 11 ms of work each at best (connect 4, attestation 2.5, load 4-6 of which `authorize_request` 3.5, outcome 1) and 20 ms or more on this shared machine, where a warm connection needs 1-2 ms. At 100 a second that is most of the 2 cores, so envelopes queue for a connection and that queue is the latency. ")
+	w("Size `--satellite-connections` at the number of satellites busy at once (each open connection is one server backend, and counts against max_connections), and `--satellite-idle-timeout` above the pauses between a satellite's requests.\n\n")
 	return b.String()
 }

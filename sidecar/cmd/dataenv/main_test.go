@@ -25,6 +25,7 @@ func TestBadInvocationsSayWhatIsWrong(t *testing.T) {
 		`unknown command "bogus"`:            {"bogus"},
 		"--dsn (or DATAENV_DSN) is required": {"install"},
 		"flag provided but not defined":      {"sidecar", "--no-such-flag"},
+		"--satellite-idle-timeout":           {"sidecar", "--dsn", "postgres://x/y", "--satellite-idle-timeout", "soon"},
 	}
 	for want, args := range cases {
 		err := run(context.Background(), args, &bytes.Buffer{})

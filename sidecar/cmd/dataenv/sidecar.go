@@ -34,6 +34,7 @@ func runSidecar(ctx context.Context, args []string, _ io.Writer) error {
 type sidecarOptions struct {
 	httpAddr, grace, logLevel, isolation, runnerPath, pgToolsDirs *string
 	rescueInterval, rescueAfter, retryWindow, forkExpiryInterval  *string
+	satelliteIdle                                                 *string
 	concurrency                                                   *int
 	jobTimeout, jobMemory, jobDisk, jobCgroup, retention          *string
 	jobThreads, jobSpares, jobConc, jobsPerUser, jobsPerWS        *int
@@ -69,6 +70,8 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 			"written into the workspace's local lake paths"),
 		satelliteConns: fs.Int("satellite-connections", 4, "connections to satellite databases, all satellites together "+
 			"(opened when an envelope needs one, closed when idle); envelopes other than jobs run on twice as many workers of their own"),
+		satelliteIdle: fs.String("satellite-idle-timeout", "10s", "how long a connection to a satellite database stays open unused "+
+			"(longer keeps busy satellites on warm connections, shorter frees server backends sooner)"),
 		jobSpares: fs.Int("job-warm-spares", 2, "warm spare DuckDB runners kept per isolation mode (started, DuckDB open, "+
 			"extensions loaded; each runs one job, refilled in the background); 0 disables"),
 		jobSpareSets: fs.Int("job-warm-spare-mount-sets", client.DefaultMountedSpareSets, "jailed jobs on local (file://) lakes: "+
@@ -85,9 +88,10 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 }
 
 func (o sidecarOptions) config() (app.Config, error) {
-	var d [5]time.Duration
+	var d [6]time.Duration
 	for i, f := range []struct{ name, v string }{{"shutdown-grace", *o.grace}, {"rescue-interval", *o.rescueInterval},
-		{"rescue-after", *o.rescueAfter}, {"retry-window", *o.retryWindow}, {"fork-expiry-interval", *o.forkExpiryInterval}} {
+		{"rescue-after", *o.rescueAfter}, {"retry-window", *o.retryWindow}, {"fork-expiry-interval", *o.forkExpiryInterval},
+		{"satellite-idle-timeout", *o.satelliteIdle}} {
 		var err error
 		if d[i], err = time.ParseDuration(f.v); err != nil || d[i] <= 0 {
 			return app.Config{}, fmt.Errorf("--%s: %q is not a positive duration (for example 2s, 30m)", f.name, f.v)
@@ -111,7 +115,7 @@ func (o sidecarOptions) config() (app.Config, error) {
 		RescueInterval: d[1], RescueAfter: d[2], RetryWindow: d[3], ForkExpiryInterval: d[4],
 		Logger: newLogger(*o.logLevel), JobIsolation: client.Isolation(*o.isolation), RunnerPath: *o.runnerPath,
 		PGToolsDirs: filepath.SplitList(*o.pgToolsDirs), JobLimits: limits, JobCgroup: *o.jobCgroup, JobWarmSpares: max(*o.jobSpares, 0),
-		SatelliteConnections: *o.satelliteConns, JobWarmSpareMountSets: max(*o.jobSpareSets, 0),
+		SatelliteConnections: *o.satelliteConns, SatelliteIdleTimeout: d[5], JobWarmSpareMountSets: max(*o.jobSpareSets, 0),
 		JobConcurrency: *o.jobConc, JobsPerUser: *o.jobsPerUser, JobsPerWorkspace: *o.jobsPerWS,
 		RequestRetention: keep}, nil
 }

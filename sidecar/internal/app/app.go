@@ -37,7 +37,8 @@ func Run(ctx context.Context, cfg Config) error {
 	defer pool.Close()
 	reg := metrics.NewRegistry()
 	m := metrics.New(reg)
-	sats := satellite.New(satellite.Config{Control: pool, MaxConns: cfg.SatelliteConnections, Logger: cfg.Logger,
+	sats := satellite.New(satellite.Config{Control: pool, MaxConns: cfg.SatelliteConnections,
+		IdleTimeout: cfg.SatelliteIdleTimeout, Logger: cfg.Logger,
 		Kinds: map[string]request.Handler{"ping": pingHandler{}}})
 	go sats.Run(ctx)
 	kinds, jobs, err := buildKinds(pool, cfg, m, sats)

@@ -58,4 +58,6 @@ type Config struct {
 	// SatelliteConnections bounds the connections to satellite databases, all satellites
 	// together (default 4; sidecar/internal/satellite).
 	SatelliteConnections int
+	// SatelliteIdleTimeout closes a connection to a satellite left unused this long (default 10 s).
+	SatelliteIdleTimeout time.Duration
 }

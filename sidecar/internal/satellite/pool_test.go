@@ -262,3 +262,38 @@ func TestPoolStaysWithinItsLimitUnderChurn(t *testing.T) {
 		t.Fatalf("%d of the pool's backends left after CloseIdle returned", n)
 	}
 }
+
+// Run closes a connection once it has been idle for the idle timeout (--satellite-idle-timeout),
+// and one used again before that stays open, on the same backend.
+func TestPoolClosesConnectionsIdlePastTheTimeout(t *testing.T) {
+	ctrl, dbs := databases(t, 1)
+	const idle = 2 * time.Second
+	p := satellite.NewPool(ctrl, 2, idle)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	use := func() int {
+		t.Helper()
+		c, release, err := p.Acquire(ctx, dbs[0].oid, dbs[0].name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release(true)
+		return int(c.PgConn().PID())
+	}
+	pid := use()
+	for range 3 { // each use well within the timeout: never closed
+		time.Sleep(idle / 4)
+		if again := use(); again != pid {
+			t.Fatalf("a connection used again within the idle timeout was replaced (backend %d, then %d)", pid, again)
+		}
+	}
+	if open, _ := p.Stats(); open != 1 {
+		t.Fatalf("open %d after uses within the idle timeout, want 1", open)
+	}
+	testenv.Eventually(t, 30*time.Second, "the idle connection to close", func() bool {
+		open, _ := p.Stats()
+		return open == 0 && backends(t, ctrl) == 0
+	})
+}
