@@ -129,9 +129,13 @@ func (c *Client) prepare(ctx context.Context, job Job) (Isolation, *protocol.Req
 }
 
 // process returns a runner for mode and mounts (a jailed job's): a live warm spare kept for
-// exactly that, else a new one. A taken spare is replaced at once, so that the replacement warms
-// while this job runs and the next job finds it ready; without one the pool is refilled once the
-// job is done (afterwards), so that no spare's start competes with the job's own cold start.
+// exactly that, else a new one. A taken spare is replaced once the job is done (afterwards) while
+// the pool still holds another for the next job: a runner's start (DuckDB open, extensions
+// loaded) is a few hundred milliseconds of CPU, and on a small machine a replacement warming
+// while the job runs slowed the job by half (BENCHMARKS.md, suite runner). The last spare taken
+// is replaced at once, so that a job coming meanwhile finds one starting. Without a spare the
+// pool is refilled once the job is done, so that no spare's start competes with the job's own
+// cold start.
 func (c *Client) process(mode Isolation, mounts []Mount) (p *process, warm bool, afterwards func(), err error) {
 	key, mounts, ok := keyOf(mode, mounts)
 	afterwards = func() {}
@@ -159,6 +163,9 @@ func (c *Client) process(mode Isolation, mounts []Mount) (p *process, warm bool,
 		case <-spare.done: // died while waiting: not usable
 			spare.cleanup()
 		default:
+			if c.sparesLeft(key) {
+				return spare, true, func() { c.refillAsync(key) }, nil
+			}
 			c.refillAsync(key)
 			return spare, true, afterwards, nil
 		}

@@ -138,3 +138,39 @@ func TestJailedSparesForAMountSet(t *testing.T) {
 	c.Close()
 	assertEmptyDir(t, root)
 }
+
+// A spare taken while the pool holds another is replaced once its job is done, not while the job
+// runs: a runner's start would compete with the job for the CPU. The last spare taken is
+// replaced at once, for a job that comes meanwhile.
+func TestSpareReplacedAfterTheJobWhileAnotherIsLeft(t *testing.T) {
+	for _, tc := range []struct {
+		spares, duringJob int
+	}{{2, 1}, {1, 1}} {
+		t.Run(fmt.Sprintf("%d spares", tc.spares), func(t *testing.T) {
+			c, root := newClient(t, client.Config{Isolation: client.IsolationPlain, WarmSpares: tc.spares})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := c.Prewarm(ctx, client.IsolationPlain); err != nil {
+				t.Fatal(err)
+			}
+			during := -1
+			res, err := c.Run(ctx, client.Job{Blocks: []string{"SELECT 1"}, Started: func(int) {
+				// Time for a replacement started at the take to be in the pool.
+				time.Sleep(time.Second)
+				during = c.Spares(client.IsolationPlain)
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Warm {
+				t.Fatal("the job did not run on a spare")
+			}
+			if during != tc.duringJob {
+				t.Fatalf("%d spares in the pool while the job ran; want %d", during, tc.duringJob)
+			}
+			eventually(t, 30*time.Second, "the pool to be refilled", func() bool { return c.Spares(client.IsolationPlain) == tc.spares })
+			c.Close()
+			assertEmptyDir(t, root)
+		})
+	}
+}

@@ -140,6 +140,14 @@ func (c *Client) takeSpare(key spareKey) *process {
 	return p
 }
 
+// sparesLeft reports whether key's pool holds a spare or is starting one.
+func (c *Client) sparesLeft(key spareKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pool := c.pools[key]
+	return pool != nil && len(pool.spares)+pool.starting > 0
+}
+
 // isReady reports whether a preloading runner has DuckDB open (or has died).
 func (p *process) isReady() bool {
 	if p.ready == nil {
