@@ -72,7 +72,7 @@ func Overhead(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer cold.Close()
 	warmCfg := cfg.Client
-	warmCfg.WarmSpare = true
+	warmCfg.WarmSpares = client.DefaultWarmSpares // as the sidecar keeps them
 	warm, err := client.New(warmCfg)
 	if err != nil {
 		return Report{}, err

@@ -28,6 +28,11 @@ const (
 	resultOverheadBytes = 4 << 20
 )
 
+// DefaultWarmSpares is the sidecar's default pool of spares per isolation mode
+// (--job-warm-spares): two, so that a job taking one leaves another for the next job while its
+// replacement waits for the first job to end (Client.Run).
+const DefaultWarmSpares = 2
+
 // DefaultMountedSpareSets is Config.MountedSpareSets's default.
 const DefaultMountedSpareSets = 4
 

@@ -72,7 +72,7 @@ func sidecarFlags(fs flagSet) sidecarOptions {
 			"(opened when an envelope needs one, closed when idle); envelopes other than jobs run on twice as many workers of their own"),
 		satelliteIdle: fs.String("satellite-idle-timeout", "10s", "how long a connection to a satellite database stays open unused "+
 			"(longer keeps busy satellites on warm connections, shorter frees server backends sooner)"),
-		jobSpares: fs.Int("job-warm-spares", 2, "warm spare DuckDB runners kept per isolation mode (started, DuckDB open, "+
+		jobSpares: fs.Int("job-warm-spares", client.DefaultWarmSpares, "warm spare DuckDB runners kept per isolation mode (started, DuckDB open, "+
 			"extensions loaded; each runs one job, refilled in the background); 0 disables"),
 		jobSpareSets: fs.Int("job-warm-spare-mount-sets", client.DefaultMountedSpareSets, "jailed jobs on local (file://) lakes: "+
 			"how many sets of lake directories keep --job-warm-spares spares of their own (a jail's mounts are fixed when it starts; "+
