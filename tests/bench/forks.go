@@ -667,14 +667,13 @@ OWNED would also hand over every database and tablespace of the role it names: f
 batch of ALTERs, which names each object.
 
 CREATE DATABASE ... TEMPLATE and the dumps write and fsync every page they copy, and on this shared
-2-CPU machine their time swings with the load and with what ran just before: in psql trials the
-first CREATE DATABASE ... TEMPLATE of a 1000-table schema template after a pause took 3.7-12 s and
-the ones right after it 0.45-1.0 s. The suite times each plain copy just before the fork it is
-compared with: at 1000 tables (one run) the fork's phase that creates its database (its CREATE
-DATABASE of the same template, with the registry and database records around it) took 3.3 s in
-the run of 2026-12-01 23:46 (9.1 s in a trial run) where the plain CREATE DATABASE had just taken
-0.53 s (1.0 s). Most of the 1000-table schema_only ratio is that; dataenv's own work is the rest
-of the "where the time went" line (reading the parent 0.2 s, the finish 0.4 s, of which re-owning
-0.3 s). Single cells vary by far more than the targets' margins. Compare a fork with the plain
-operation of its own row, and read the load averages above.
+2-CPU machine their time swings with the load and with what ran just before: in psql trials on a
+quiet machine (load below 1), CREATE DATABASE ... TEMPLATE of the same 1000-table schema template
+took 0.46-3.3 s from one run to the next, and pg_dump -Fc -s | pg_restore -1 of it 4.4-8.5 s. The
+suite times each plain copy just before the fork it is compared with, but at 1000 tables a cell is
+one run, and the fork's own CREATE DATABASE (its "database created" phase above) swings as much as
+the plain one; dataenv's own work is the rest of the "where the time went" line (reading the
+parent 0.1-0.3 s, the finish 0.4-0.7 s, most of it re-owning). Single cells vary by far more than
+the targets' margins. Compare a fork with the plain operation of its own row, and read the load
+averages above.
 `
