@@ -3,7 +3,6 @@ package satellites_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -94,7 +93,7 @@ func TestRemovalOrderSatellitesFirstControlLast(t *testing.T) {
 }
 
 // The readiness protocol, not release strings, decides: a satellite is refused without a
-// control, with a control that predates satellites (the last release: upgrade it first), or with
+// control, with a control that predates satellites (preSatelliteRelease: upgrade it first), or with
 // one whose protocols do not include the satellite's; an upgraded control that serves newer
 // protocols as well keeps the older satellite working.
 func TestSatelliteInstallFollowsTheReadinessProtocol(t *testing.T) {
@@ -108,8 +107,8 @@ func TestSatelliteInstallFollowsTheReadinessProtocol(t *testing.T) {
 		t.Fatalf("a refused satellite install left a dataenv schema")
 	}
 
-	// The last release's control: it has no satellite protocol.
-	bin, err := sidecartest.BuildRelease(releaseRev(t))
+	// A release's control from before satellites: it has no satellite protocol.
+	bin, err := sidecartest.BuildRelease(preSatelliteRelease)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +118,7 @@ func TestSatelliteInstallFollowsTheReadinessProtocol(t *testing.T) {
 	t.Cleanup(func() { sidecartest.DropSlot(ctrl) })
 	err = tryInstallSatellite(pg.DSN(db), ctrlDB)
 	if err == nil || !strings.Contains(err.Error(), "upgrade it first") {
-		t.Fatalf("satellite with the last release's control: %v, want refused with upgrade the control", err)
+		t.Fatalf("satellite with a control from before satellites: %v, want refused with upgrade the control", err)
 	}
 	// Upgraded with this tree: the satellite installs.
 	sidecartest.Install(t, pg.DSN(ctrlDB))
@@ -150,15 +149,9 @@ func TestSatelliteInstallFollowsTheReadinessProtocol(t *testing.T) {
 	}
 }
 
-// releaseRev is the last release (tests/upgrade/RELEASE), which predates satellites.
-func releaseRev(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("../upgrade/RELEASE")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
-}
+// preSatelliteRelease is the last release (a stop that landed) before satellite installations:
+// fixed, unlike ../upgrade/RELEASE, which moves to each new release.
+const preSatelliteRelease = "c229981b9162f063f87d43f67e1f489b9c3d8e6e"
 
 func runCLI(t *testing.T, bin string, args ...string) {
 	t.Helper()
