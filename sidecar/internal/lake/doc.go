@@ -5,7 +5,8 @@
 // # Resolution (Resolver.Resolve)
 //
 //	ATTACH 'ducklake://main' AS dl (opts)
-//	  root / shared fork  → ATTACH 'ducklake:postgres:<path>' AS dl (<extra_args>, opts, DATA_PATH <storage>/<data_path>/, META_SECRET s)
+//	  root / shared fork  → ATTACH 'ducklake:postgres:<path>' AS dl (<extra_args>, opts, DATA_PATH <storage>/<data_path>/
+//	                                          [, META_SCHEMA <metadata schema, default public>], META_SECRET s)
 //	  isolated fork       → registry row + marked schema, then
 //	                        ATTACH ... AS dl (<extra_args − reserved>, opts − reserved,
 //	                                          DATA_PATH <storage>/__dataenv_forks/<segment>/<data_path>/,

@@ -44,7 +44,7 @@ func TestRootWriteOptions(t *testing.T) {
 	l, s := testLake()
 	ns := namespaceOf("prod", false, l, s)
 	got := render(ns.writeOptions([]Option{{"DATA_PATH", "'/elsewhere/'"}}))
-	if want := "DATA_INLINING_ROW_LIMIT 0, ENCRYPTED TRUE, METADATA_SCHEMA 'meta', DATA_PATH 's3://bucket/lakes/main/'"; got != want {
+	if want := "DATA_INLINING_ROW_LIMIT 0, ENCRYPTED TRUE, METADATA_SCHEMA 'meta', DATA_PATH 's3://bucket/lakes/main/', META_SCHEMA 'meta'"; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 	if ns.Forked || ns.SchemaName() != "meta" {
@@ -97,5 +97,31 @@ func TestDeferViews(t *testing.T) {
 	}
 	if d := targetDrops("dl", "own", live, views); len(d) != 0 {
 		t.Fatalf("drops of a real table: %v", d)
+	}
+}
+
+// The metadata catalog's attach is narrowed to the metadata schema (META_SCHEMA): DuckLake's
+// default, public, when nothing names one; the schema a user's METADATA_SCHEMA names; and a
+// user's own META_SCHEMA is left as it is.
+func TestMetaSchemaNarrowsTheCatalogAttach(t *testing.T) {
+	l, s := testLake()
+	delete(l.ExtraArgs, "METADATA_SCHEMA")
+	root := namespaceOf("prod", false, l, s)
+	for _, tc := range []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"default", render(root.writeOptions(nil)), "DATA_INLINING_ROW_LIMIT 0, ENCRYPTED TRUE, DATA_PATH 's3://bucket/lakes/main/', META_SCHEMA 'public'"},
+		{"user's metadata schema", render(root.writeOptions([]Option{{"METADATA_SCHEMA", "'mine'"}})),
+			"DATA_INLINING_ROW_LIMIT 0, ENCRYPTED TRUE, METADATA_SCHEMA 'mine', DATA_PATH 's3://bucket/lakes/main/', META_SCHEMA 'mine'"},
+		{"user's meta schema", render(root.writeOptions([]Option{{"meta_schema", "'theirs'"}})),
+			"DATA_INLINING_ROW_LIMIT 0, ENCRYPTED TRUE, meta_schema 'theirs', DATA_PATH 's3://bucket/lakes/main/'"},
+		{"ancestor", render(root.readOnlyOptions()),
+			"DATA_INLINING_ROW_LIMIT 0, ENCRYPTED TRUE, DATA_PATH 's3://bucket/lakes/main/', OVERRIDE_DATA_PATH TRUE, READ_ONLY, META_SCHEMA 'public'"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s:\ngot  %s\nwant %s", tc.name, tc.got, tc.want)
+		}
 	}
 }
