@@ -147,7 +147,7 @@ func (c *Client) process(mode Isolation, mounts []Mount) (p *process, warm bool,
 	c.poolLocked(key, mounts, true)
 	c.mu.Unlock()
 	for {
-		spare := c.takeSpare(key)
+		spare, left := c.takeSpare(key)
 		if spare == nil {
 			// A spare being started (its process not up yet) is ahead of a new runner: wait for it.
 			c.mu.Lock()
@@ -163,7 +163,7 @@ func (c *Client) process(mode Isolation, mounts []Mount) (p *process, warm bool,
 		case <-spare.done: // died while waiting: not usable
 			spare.cleanup()
 		default:
-			if c.sparesLeft(key) {
+			if left {
 				return spare, true, func() { c.refillAsync(key) }, nil
 			}
 			c.refillAsync(key)

@@ -123,29 +123,23 @@ func (c *Client) wantsSparesLocked(key spareKey) bool {
 }
 
 // takeSpare removes a spare of key from its pool (nil when there is none): the oldest that is
-// ready, else the oldest. Whoever takes it is its only user.
-func (c *Client) takeSpare(key spareKey) *process {
+// ready, else the oldest. Whoever takes it is its only user. left says whether the pool still
+// holds a spare or is starting one, read under the same lock: two jobs taking the last two
+// spares at once cannot both count on the other.
+func (c *Client) takeSpare(key spareKey) (p *process, left bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pool := c.pools[key]
 	if pool == nil || len(pool.spares) == 0 {
-		return nil
+		return nil, false
 	}
 	i := slices.IndexFunc(pool.spares, (*process).isReady)
 	if i < 0 {
 		i = 0
 	}
-	p := pool.spares[i]
+	p = pool.spares[i]
 	pool.spares = slices.Delete(pool.spares, i, i+1)
-	return p
-}
-
-// sparesLeft reports whether key's pool holds a spare or is starting one.
-func (c *Client) sparesLeft(key spareKey) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	pool := c.pools[key]
-	return pool != nil && len(pool.spares)+pool.starting > 0
+	return p, len(pool.spares)+pool.starting > 0
 }
 
 // isReady reports whether a preloading runner has DuckDB open (or has died).

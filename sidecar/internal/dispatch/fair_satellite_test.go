@@ -136,22 +136,5 @@ func TestControlRequestsNeverWaitBehindEnvelopes(t *testing.T) {
 	for range 5 {
 		envelopes = append(envelopes, f.submitArgs(testEnvelopeKind, u, `{"kind": "ping"}`))
 	}
-	f.await("claim of envelope 1", f.sig.Claimed, envelopes[0].ID)
-	f.await("claim of envelope 2", f.sig.Claimed, envelopes[1].ID)
-	ping, ok := f.submit("test_ping", u), f.submit("test_ok", u)
-	if ev := f.await("ping outcome", f.sig.Written, ping.ID); ev.Status != request.Succeeded {
-		t.Fatalf("ping: %s", ev.Status)
-	}
-	if ev := f.await("test_ok outcome", f.sig.Written, ok.ID); ev.Status != request.Succeeded {
-		t.Fatalf("test_ok: %s", ev.Status)
-	}
-	if q, _ := f.d.Counts(); q != 3 {
-		t.Fatalf("%d requests queued; want the 3 waiting envelopes", q)
-	}
-	for _, e := range envelopes {
-		f.releaseJob(e.ID)
-	}
-	for _, e := range envelopes {
-		f.await("envelope outcome", f.sig.Written, e.ID)
-	}
+	f.controlRunsBeside(u, "envelope", envelopes)
 }

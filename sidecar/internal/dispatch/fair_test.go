@@ -82,23 +82,31 @@ func TestPingNeverWaitsForJobs(t *testing.T) {
 	for range 6 {
 		jobs = append(jobs, f.submit("test_job", u))
 	}
-	f.await("claim of job 1", f.sig.Claimed, jobs[0].ID)
-	f.await("claim of job 2", f.sig.Claimed, jobs[1].ID)
-	ping, ok := f.submit("test_ping", u), f.submit("test_ok", u)
+	f.controlRunsBeside(u, "job", jobs)
+}
+
+// controlRunsBeside checks that, once the first two of held (long requests of another class,
+// which then hold every worker of it) are claimed, a ping and a claimed control kind of user
+// finish while the rest of held stay queued; then it lets held finish.
+func (f *fixture) controlRunsBeside(user, what string, held []request.Request) {
+	f.t.Helper()
+	f.await("claim of "+what+" 1", f.sig.Claimed, held[0].ID)
+	f.await("claim of "+what+" 2", f.sig.Claimed, held[1].ID)
+	ping, ok := f.submit("test_ping", user), f.submit("test_ok", user)
 	if ev := f.await("ping outcome", f.sig.Written, ping.ID); ev.Status != request.Succeeded {
-		t.Fatalf("ping: %s", ev.Status)
+		f.t.Fatalf("ping: %s", ev.Status)
 	}
 	if ev := f.await("test_ok outcome", f.sig.Written, ok.ID); ev.Status != request.Succeeded {
-		t.Fatalf("test_ok: %s", ev.Status)
+		f.t.Fatalf("test_ok: %s", ev.Status)
 	}
-	if q, _ := f.d.Counts(); q != 4 {
-		t.Fatalf("%d requests queued; want the 4 waiting jobs", q)
+	if q, _ := f.d.Counts(); q != len(held)-2 {
+		f.t.Fatalf("%d requests queued; want the %d waiting %ss", q, len(held)-2, what)
 	}
-	for _, j := range jobs {
-		f.releaseJob(j.ID)
+	for _, r := range held {
+		f.releaseJob(r.ID)
 	}
-	for _, j := range jobs {
-		f.await("job outcome", f.sig.Written, j.ID)
+	for _, r := range held {
+		f.await(what+" outcome", f.sig.Written, r.ID)
 	}
 }
 

@@ -99,7 +99,6 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	}
 	it.Status, it.Fidelity = "created", fid
 	done := s.cfg.Now()
-	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s, database created %s: %s; loaded and finished %s: %s)",
 		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), ms(created.last.Sub(planned)), created,
 		ms(done.Sub(created.last)), phases))

@@ -144,7 +144,6 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 	if err := s.commitFork(ctx, req, args, incarnation, plan); err != nil {
 		return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 	}
-	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	request.Report(ctx, rep, "workspace "+args.Fork, "created", fmt.Sprintf("fork of %s with %d datatable(s) (checks and cleanup %s, copies %s, commit %s)",
 		args.Parent, len(plan), ms(checked.Sub(begun)), ms(copied.Sub(checked)), ms(s.cfg.Now().Sub(copied))))
 	return s.prepare(ctx, rep, &ForkResult{Workspace: args.Fork, Parent: args.Parent, Datatables: plan, SharedLakes: args.SharedLakes, pin: args.PinLakes})

@@ -77,9 +77,12 @@ func (p *phaseTimes) mark(what string) {
 		return
 	}
 	t := p.now()
-	p.parts = append(p.parts, what+" "+t.Sub(p.last).Round(time.Millisecond).String())
+	p.parts = append(p.parts, what+" "+ms(t.Sub(p.last)).String())
 	p.last = t
 }
+
+// ms rounds d to the millisecond, as the steps give durations.
+func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 func (p *phaseTimes) String() string {
 	if p == nil || len(p.parts) == 0 {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -278,7 +277,7 @@ func (s *Service) buildTemplate(ctx context.Context, rep request.Reporter, t *sc
 	if err := s.closeTemplate(ctx, t); err != nil {
 		return err
 	}
-	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s in %s", t.Database, s.cfg.Now().Sub(started).Round(time.Millisecond)))
+	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s in %s", t.Database, ms(s.cfg.Now().Sub(started))))
 	return nil
 }
 
