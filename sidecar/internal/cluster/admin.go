@@ -53,6 +53,8 @@ type Admin struct {
 	instMu    sync.Mutex
 	inst      string
 	roleCache roleCache
+	// Databases that passed CheckBindable lately (binding.go).
+	bindable bindableCache
 }
 
 // New returns an Admin.

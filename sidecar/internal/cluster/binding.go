@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,6 +34,56 @@ func (l *Locked) CheckBindable(ctx context.Context, database string) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return l.checkBindableOn(ctx, conn, database)
+}
+
+// bindableTTL is how long a database that passed CheckBindable is taken to pass it still, at
+// the uses that come with every job (CheckBindableRecent). It is the time a converged lake access
+// is remembered (lake.DefaultRegistryTTL): a database turned into a template, or given a dataenv
+// installation, after a job used it is refused to jobs from a minute later at most. What only the
+// cluster's administrator can do is what it waits for: only a superuser, or the database's owner
+// with CREATEDB, makes it a template, and installing dataenv takes the control role.
+const bindableTTL = time.Minute
+
+// bindableKey is a database as a connection reaches it: another host:port is another database.
+type bindableKey struct{ cluster, hostPort, database string }
+
+// bindableCache remembers when databases last passed CheckBindable.
+type bindableCache struct {
+	mu     sync.Mutex
+	passed map[bindableKey]time.Time
+}
+
+func (c *bindableCache) recent(k bindableKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.passed[k]
+	return ok && time.Since(at) < bindableTTL
+}
+
+func (c *bindableCache) remember(k bindableKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.passed == nil {
+		c.passed = map[bindableKey]time.Time{}
+	}
+	c.passed[k] = time.Now()
+}
+
+// CheckBindableRecent is CheckBindable for the uses every job makes of a bound database (a lake
+// catalog or datatable attach): a database that passed it less than bindableTTL ago passes
+// without a connection, which would otherwise be the one a job's resolution opens to a managed
+// cluster (its connect and authentication were half of a job's resolve time). A refusal is never
+// remembered.
+func (l *Locked) CheckBindableRecent(ctx context.Context, database string) error {
+	k := bindableKey{cluster: l.cluster.Name, hostPort: l.cluster.HostPort(), database: database}
+	if l.admin.bindable.recent(k) {
+		return nil
+	}
+	if err := l.CheckBindable(ctx, database); err != nil {
+		return err
+	}
+	l.admin.bindable.remember(k)
+	return nil
 }
 
 // checkBindableOn is CheckBindable on conn, an admin connection to database.

@@ -205,12 +205,12 @@ func (a *Admin) ForgetWorkspaceRoles() {
 }
 
 // BoundWorkspaceLibpq is WorkspaceLibpq for a database reached through a workspace's binding (a
-// datatable, a lake catalog): the database is checked with CheckBindable first, under the same
-// lock.
+// datatable, a lake catalog) by a job: the database is checked with CheckBindableRecent first,
+// under the same lock.
 func (a *Admin) BoundWorkspaceLibpq(ctx context.Context, cluster, workspace, database string) (*Libpq, error) {
 	var lp *Libpq
 	err := a.WithLifecycleLock(ctx, cluster, nil, func(ctx context.Context, l *Locked) error {
-		if err := l.CheckBindable(ctx, database); err != nil {
+		if err := l.CheckBindableRecent(ctx, database); err != nil {
 			return err
 		}
 		var err error

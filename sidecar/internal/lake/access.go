@@ -74,17 +74,17 @@ func (a *Access) Grant(ctx context.Context, ns Namespace, workspace, access stri
 }
 
 // GrantWithLibpq is Grant for the namespace a job attaches, followed under the same hold of the
-// lifecycle lock by what the job's attach needs: the catalog database checked bindable and the
-// workspace role's libpq settings for it (what cluster.Admin.BoundWorkspaceLibpq gives), so that
-// the lock is taken, the cluster read and the role checked once instead of twice. Close the
-// Libpq.
+// lifecycle lock by what the job's attach needs: the catalog database checked bindable
+// (CheckBindableRecent) and the workspace role's libpq settings for it (what
+// cluster.Admin.BoundWorkspaceLibpq gives), so that the lock is taken, the cluster read and the
+// role checked once instead of twice. Close the Libpq.
 func (a *Access) GrantWithLibpq(ctx context.Context, ns Namespace, workspace, access string, rep request.Reporter) (*cluster.Libpq, error) {
 	var lp *cluster.Libpq
 	err := a.clusters.WithLifecycleLock(ctx, ns.Lake.CatalogCluster, rep, func(ctx context.Context, l *cluster.Locked) error {
 		if _, err := a.grantHeld(ctx, l, ns, workspace, access); err != nil {
 			return err
 		}
-		if err := l.CheckBindable(ctx, ns.Lake.CatalogDatabase); err != nil {
+		if err := l.CheckBindableRecent(ctx, ns.Lake.CatalogDatabase); err != nil {
 			return err
 		}
 		var err error
