@@ -80,10 +80,11 @@ func (c *Client) spawn(mode Isolation, preload bool, mounts []Mount) (*process, 
 }
 
 // watch starts the disk watchdog of the job the runner takes: its work directory and the growth
-// of dirs count toward limit.
+// of dirs count toward limit. It ends when the runner has exited (a job that ends well never
+// cancels p.ctx).
 func (p *process) watch(limit int64, dirs []string, poll time.Duration) {
 	w := newDiskWatch(p.work.host, dirs, limit, poll)
-	go w.run(p.ctx, func(err error) { p.cancel(err) })
+	go w.run(p.ctx, p.done, func(err error) { p.cancel(err) })
 }
 
 // limitMemory sets the memory limit of the runner's cgroup (none without one, or with bytes 0).

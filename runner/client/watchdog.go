@@ -36,8 +36,9 @@ func (w *diskWatch) watchedUsage() int64 {
 	return total
 }
 
-// run measures every poll and calls stop once usage passes the limit; it returns when ctx ends.
-func (w *diskWatch) run(ctx context.Context, stop func(error)) {
+// run measures every poll and calls stop once usage passes the limit; it returns when ctx ends
+// or the runner has exited.
+func (w *diskWatch) run(ctx context.Context, exited <-chan struct{}, stop func(error)) {
 	if w.limit < 0 {
 		return
 	}
@@ -46,6 +47,8 @@ func (w *diskWatch) run(ctx context.Context, stop func(error)) {
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-exited:
 			return
 		case <-t.C:
 		}
