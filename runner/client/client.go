@@ -66,7 +66,7 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 		return nil, err
 	}
 	defer afterwards()
-	defer p.cleanup()
+	defer c.cleanupAfterExit(p)
 	if job.Started != nil {
 		job.Started(p.cmd.Process.Pid)
 	}

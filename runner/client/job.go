@@ -60,7 +60,9 @@ type Job struct {
 type Result struct {
 	// Results holds one entry per block (only the last with CollectLastOnly).
 	Results []protocol.Result
-	// Stdout and Stderr are the tails of the runner's output; the totals count every byte.
+	// Stdout and Stderr are the tails of the runner's output; the totals count every byte. A
+	// warm spare's result is read as soon as the runner says it is written, while the runner
+	// exits: output the runner printed just before may not be in yet.
 	Stdout, Stderr           string
 	StdoutBytes, StderrBytes int64
 	// Isolation is the mode the job ran in.

@@ -33,6 +33,9 @@ type process struct {
 	// ready is closed once a preloading runner has DuckDB open with the extensions loaded
 	// (or has died); nil without preload.
 	ready chan struct{}
+	// written is closed once a preloading runner says its result file is whole; nil without
+	// preload.
+	written chan struct{}
 	// cg is the runner's own memory cgroup (Config.CgroupParent), nil without one.
 	cg *jobCgroup
 	// memoryValue is the cgroup's limit as a person reads it, for the error.
@@ -98,6 +101,34 @@ func (p *process) limitMemory(bytes int64) error {
 	return nil
 }
 
+// cleanupAfterExit removes p's work directory and cgroup once it has exited: at once when it
+// has, else in the background, counted for Close (a runner whose result was read as soon as it
+// was written is still exiting).
+func (c *Client) cleanupAfterExit(p *process) {
+	select {
+	case <-p.done:
+		p.cleanup()
+		return
+	default:
+	}
+	c.mu.Lock()
+	c.background++
+	c.mu.Unlock()
+	go func() {
+		defer c.backgroundEnded()
+		select {
+		case <-p.done:
+		case <-time.After(exitGrace):
+			// Its result is in; whatever keeps it from exiting is not worth waiting for.
+			p.kill()
+		}
+		p.cleanup()
+	}()
+}
+
+// exitGrace is how long a runner whose result was read is given to exit before it is killed.
+const exitGrace = 10 * time.Second
+
 // cleanup removes the work directory and the cgroup of a runner that is gone (or never ran).
 func (p *process) cleanup() {
 	p.work.remove()
@@ -135,12 +166,17 @@ func (p *process) start(ctx context.Context, argv, env []string, waitDelay time.
 	}
 	p.cmd = cmd
 	if readyR != nil {
-		p.ready = make(chan struct{})
+		p.ready, p.written = make(chan struct{}), make(chan struct{})
 		go func() {
-			// One byte when the preload is done, or EOF when the runner died first.
-			readyR.Read(make([]byte, 1))
-			readyR.Close()
+			defer readyR.Close()
+			// One byte when the preload is done, or EOF when the runner died first; then
+			// another once its result file is whole.
+			b := make([]byte, 1)
+			readyR.Read(b)
 			close(p.ready)
+			if n, _ := readyR.Read(b); n == 1 && b[0] == protocol.WrittenByte {
+				close(p.written)
+			}
 		}()
 	}
 	go func() {
@@ -194,7 +230,14 @@ func (p *process) send(req *protocol.Request) error {
 func (p *process) finish(ctx context.Context, maxResult int64) (*protocol.Response, error) {
 	stop := context.AfterFunc(ctx, func() { p.cancel(causeOf(ctx)) })
 	defer stop()
-	<-p.done
+	select {
+	case <-p.done:
+	case <-p.written:
+		if resp, ok, err := p.writtenResult(maxResult); ok {
+			return resp, err
+		}
+		<-p.done
+	}
 	if cause := context.Cause(p.ctx); cause != nil {
 		var spill *SpillError
 		if errors.As(cause, &spill) {
@@ -221,6 +264,23 @@ func (p *process) finish(ctx context.Context, maxResult int64) (*protocol.Respon
 		return resp, &JobError{Block: resp.ErrorBlock, Message: resp.Error}
 	}
 	return resp, nil
+}
+
+// writtenResult is the response of a runner that said its result is whole and may still be
+// exiting; ok is false when it must be waited for (the job was stopped, or the file does not
+// read).
+func (p *process) writtenResult(maxResult int64) (resp *protocol.Response, ok bool, err error) {
+	if context.Cause(p.ctx) != nil {
+		return nil, false, nil
+	}
+	resp, rerr := readResult(p.work.resultHost(), maxResult)
+	if rerr != nil {
+		return nil, false, nil
+	}
+	if resp.Error != "" {
+		return resp, true, &JobError{Block: resp.ErrorBlock, Message: resp.Error}
+	}
+	return resp, true, nil
 }
 
 // causeOf is ctx's cause wrapping ctx.Err(), so errors.Is(err, context.Canceled) and

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dataenv/dataenv/runner/client"
+	"github.com/dataenv/dataenv/runner/protocol"
 )
 
 // A warm spare (process up, DuckDB open, extensions loaded) runs the next job, and a new spare
@@ -44,8 +45,8 @@ func TestWarmSpareRunsTheNextJob(t *testing.T) {
 }
 
 // A pool of spares: every job runs on a spare of its own (Warm), no runner ever takes a second
-// job (each job's process is new and gone once it is done), and the pool is refilled in the
-// background.
+// job (each job's process is new and gone once its job is done), and the pool is refilled in
+// the background.
 func TestWarmSparePoolNeverReusesARunner(t *testing.T) {
 	c, root := newClient(t, client.Config{Isolation: client.IsolationPlain, WarmSpares: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -70,9 +71,8 @@ func TestWarmSparePoolNeverReusesARunner(t *testing.T) {
 			t.Fatalf("job %d ran on runner %d again", i, pgid)
 		}
 		seen[pgid] = true
-		if n := len(group(pgid)); n != 0 {
-			t.Fatalf("runner %d of job %d still has %d processes after its job", pgid, i, n)
-		}
+		// Its result is read as soon as it is written: the runner exits meanwhile.
+		eventually(t, 30*time.Second, fmt.Sprintf("runner %d of job %d is gone", pgid, i), func() bool { return len(group(pgid)) == 0 })
 		if err := c.Prewarm(ctx, client.IsolationPlain); err != nil {
 			t.Fatal(err)
 		}
@@ -173,4 +173,33 @@ func TestSpareReplacedAfterTheJobWhileAnotherIsLeft(t *testing.T) {
 			assertEmptyDir(t, root)
 		})
 	}
+}
+
+// A warm spare's result is read as soon as the runner says it is written, while the runner
+// still exits; its work directory is removed once it has exited, and Close waits for that. A
+// runner built for the tests stays a while between its result and its exit (ExitDelayMS).
+func TestWarmResultIsReadWhileTheRunnerExits(t *testing.T) {
+	c, root := newClient(t, client.Config{Isolation: client.IsolationPlain, WarmSpares: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Prewarm(ctx, client.IsolationPlain); err != nil {
+		t.Fatal(err)
+	}
+	var pgid int
+	res, err := c.Run(ctx, client.Job{Blocks: []string{"SELECT 42"}, Started: func(p int) { pgid = p },
+		TestHook: &protocol.TestHook{ExitDelayMS: 5000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Warm || string(res.Results[0].Rows[0][0]) != "42" {
+		t.Fatalf("warm %v, rows %v", res.Warm, res.Results[0].Rows)
+	}
+	if len(group(pgid)) == 0 {
+		t.Fatal("the client waited for the runner to exit before it read the result")
+	}
+	c.Close()
+	if n := len(group(pgid)); n != 0 {
+		t.Fatalf("runner %d still has %d processes after Close", pgid, n)
+	}
+	assertEmptyDir(t, root)
 }

@@ -17,6 +17,14 @@ const (
 	ModeInstall = "install"
 )
 
+// What a preloading runner writes on its ready descriptor (--ready-fd): ReadyByte once DuckDB is
+// open with the extensions loaded, then WrittenByte once the result file is whole, before the
+// process exits (the client may read the result while the exit goes on).
+const (
+	ReadyByte   byte = '1'
+	WrittenByte byte = 'd'
+)
+
 // DefaultMaxResultBytes bounds a result when the request does not.
 const DefaultMaxResultBytes = 10 << 20
 
@@ -86,6 +94,8 @@ type TestHook struct {
 	SymlinkResultTo string `json:"symlink_result_to,omitempty"`
 	// Print writes this many bytes to stdout and to stderr.
 	Print int64 `json:"print,omitempty"`
+	// ExitDelayMS keeps the runner this many milliseconds between its result and its exit.
+	ExitDelayMS int `json:"exit_delay_ms,omitempty"`
 }
 
 // Response is what the runner writes to Request.ResultPath.

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/dataenv/dataenv/runner/engine"
 	"github.com/dataenv/dataenv/runner/protocol"
@@ -45,6 +46,13 @@ func testHook(req *protocol.Request) engine.BlockHook {
 		if h.Crash == "SIGSEGV" {
 			C.segfault()
 		}
+	}
+}
+
+// afterResult runs between the result and the exit: TestHook.ExitDelayMS.
+func afterResult(req *protocol.Request) {
+	if h := req.TestHook; h != nil && h.ExitDelayMS > 0 {
+		time.Sleep(time.Duration(h.ExitDelayMS) * time.Millisecond)
 	}
 }
 

@@ -26,7 +26,7 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	extDir := fs.String("extension-dir", "", "DuckDB extension_directory of the preloaded instance")
 	preload := fs.String("preload", "", "extensions to load before the job arrives")
-	readyFD := fs.Int("ready-fd", 0, "file descriptor closed once the preload is done")
+	readyFD := fs.Int("ready-fd", 0, "file descriptor that gets a byte once the preload is done, and another once the result is written")
 	oomScore := fs.Int("oom-score-adj", 0, "oom_score_adj to set before anything else (0: leave it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -37,6 +37,11 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	warm := make(chan warmInstance, 1)
+	var ready *os.File
+	if *readyFD > 2 {
+		ready = os.NewFile(uintptr(*readyFD), "ready")
+		defer ready.Close()
+	}
 	if *preload != "" {
 		go func() {
 			exts := strings.Split(*preload, ",")
@@ -47,13 +52,12 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 					fmt.Fprintf(stderr, "dataenv-runner: %v\n", werr)
 				}
 			}
-			warm <- warmInstance{in, err}
-			if *readyFD > 2 {
+			if ready != nil {
 				// A byte, not just EOF: a jail may hold its own copy of the descriptor open.
-				f := os.NewFile(uintptr(*readyFD), "ready")
-				f.Write([]byte{'1'})
-				f.Close()
+				// Written before the instance is handed over, so it always comes first.
+				ready.Write([]byte{protocol.ReadyByte})
 			}
+			warm <- warmInstance{in, err}
 		}()
 	} else {
 		close(warm)
@@ -71,6 +75,12 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dataenv-runner: %v\n", err)
 		return 2
 	}
+	if ready != nil && *preload != "" {
+		// The result is whole: the client may read it while this process exits (the exit of a
+		// process with DuckDB loaded takes the kernel several milliseconds).
+		ready.Write([]byte{protocol.WrittenByte})
+	}
+	afterResult(req)
 	if resp.Error != "" {
 		return 1
 	}

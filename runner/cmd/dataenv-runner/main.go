@@ -21,7 +21,7 @@ Usage:
       Exit status: 0 success, 1 the job failed (error in the result file), 2 bad request.
       With --preload, DuckDB opens and loads those extensions from DIR while the job is
       still on its way, then writes a byte to file descriptor N: how the client keeps a
-      warm spare. --oom-score-adj sets the process's oom_score_adj before anything else.
+      warm spare; a second byte there says the result file is whole, before the exit. --oom-score-adj sets the process's oom_score_adj before anything else.
 
   dataenv-runner run [flags] --sql 'SQL' [--sql 'SQL' ...]
       Run SQL blocks by hand and print the response JSON on stdout. For debugging: SQL given
