@@ -90,7 +90,11 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 	// A runner that could not take its job (a jail that failed to start, say) has exited or
 	// is exiting: finish reports how, with its stderr.
 	sendErr := p.send(req)
-	resp, err := p.finish(ctx, req.MaxResultBytes+resultOverheadBytes)
+	maxResponse := req.MaxResultBytes + resultOverheadBytes
+	if len(req.Probes) > 0 {
+		maxResponse += protocol.MaxProbeBytes
+	}
+	resp, err := p.finish(ctx, maxResponse)
 	if err != nil && sendErr != nil {
 		err = fmt.Errorf("%w (%v)", err, sendErr)
 	}
@@ -99,7 +103,7 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 		return nil, err
 	}
 	return &Result{
-		Results: resp.Results, Isolation: mode, Warm: warm, Duration: time.Since(start),
+		Results: resp.Results, Probes: resp.Probes, Isolation: mode, Warm: warm, Duration: time.Since(start),
 		Stdout: p.stdout.String(), Stderr: p.stderr.String(),
 		StdoutBytes: p.stdout.Total(), StderrBytes: p.stderr.Total(),
 	}, nil

@@ -16,6 +16,9 @@ type Job struct {
 	// Setup are the caller's own statements, run before Blocks and not collected (secrets,
 	// attaches); see protocol.Request.
 	Setup []string
+	// Probes run after Setup, before Sandbox and Blocks; their rows are Result.Probes
+	// (protocol.Request.Probes).
+	Probes []string
 	// Sandbox, when set, confines Blocks once Setup has run (protocol.Sandbox). The job's
 	// scratch directory (its /tmp) is allowed in addition to Sandbox.AllowedDirectories.
 	Sandbox *protocol.Sandbox
@@ -60,6 +63,8 @@ type Job struct {
 type Result struct {
 	// Results holds one entry per block (only the last with CollectLastOnly).
 	Results []protocol.Result
+	// Probes holds one entry per Job.Probes statement.
+	Probes []protocol.Result
 	// Stdout and Stderr are the tails of the runner's output; the totals count every byte. A
 	// warm spare's result is read as soon as the runner says it is written, while the runner
 	// exits: output the runner printed just before may not be in yet.
@@ -117,7 +122,7 @@ func (j Job) request(cfg Config) (*protocol.Request, error) {
 		mem = cfg.MemoryLimit
 	}
 	return &protocol.Request{
-		Mode: protocol.ModeRun, Setup: j.Setup, Blocks: j.Blocks, Args: args, MemoryLimit: mem,
+		Mode: protocol.ModeRun, Setup: j.Setup, Probes: j.Probes, Blocks: j.Blocks, Args: args, MemoryLimit: mem,
 		Threads: j.Threads, MaxResultBytes: maxBytes, CollectLastOnly: j.CollectLastOnly,
 		TestHook: j.TestHook,
 	}, nil

@@ -37,16 +37,19 @@ func RunOn(ctx context.Context, in *Instance, req *protocol.Request, hook BlockH
 	if err == nil {
 		err = runSetup(ctx, conn, req.Setup)
 	}
+	limit := req.MaxResultBytes
+	if limit <= 0 {
+		limit = protocol.DefaultMaxResultBytes
+	}
+	if err == nil {
+		resp.Probes, err = runProbes(ctx, conn, req.Probes, protocol.MaxProbeBytes)
+	}
 	if err == nil && req.Sandbox != nil {
 		err = applySandbox(ctx, conn, req.Sandbox)
 	}
 	if err != nil {
 		resp.Error, resp.ErrorBlock = err.Error(), -1
 		return resp
-	}
-	limit := req.MaxResultBytes
-	if limit <= 0 {
-		limit = protocol.DefaultMaxResultBytes
 	}
 	c := newCollector(limit)
 	for i, block := range req.Blocks {

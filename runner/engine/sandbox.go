@@ -22,6 +22,24 @@ func runSetup(ctx context.Context, conn *sql.Conn, setup []string) error {
 	return nil
 }
 
+// runProbes runs the request's probes (after Setup, before the sandbox and the job's SQL) and
+// collects their rows, within limit bytes of JSON together.
+func runProbes(ctx context.Context, conn *sql.Conn, probes []string, limit int64) ([]protocol.Result, error) {
+	if len(probes) == 0 {
+		return nil, nil
+	}
+	c := newCollector(limit)
+	out := make([]protocol.Result, 0, len(probes))
+	for i, p := range probes {
+		res, err := c.query(ctx, conn, i, p)
+		if err != nil {
+			return nil, fmt.Errorf("probe %d: %w", i+1, err)
+		}
+		out = append(out, *res)
+	}
+	return out, nil
+}
+
 // applySandbox closes DuckDB's door on the job's own SQL; see protocol.Sandbox. The order
 // matters: the allowed lists are normalized by the file systems registered when they are set
 // (httpfs must be loaded for an s3:// prefix to stay one), and lock_configuration comes last.

@@ -25,6 +25,10 @@ const (
 	WrittenByte byte = 'd'
 )
 
+// MaxProbeBytes bounds the rows of a request's probes together (as JSON), apart from
+// MaxResultBytes; a probe cut there says Truncated.
+const MaxProbeBytes = 10 << 20
+
 // DefaultMaxResultBytes bounds a result when the request does not.
 const DefaultMaxResultBytes = 10 << 20
 
@@ -35,6 +39,10 @@ type Request struct {
 	// secrets, the attaches the job may use, their secrets' drop. Their rows are not collected;
 	// a failure ends the job with ErrorBlock -1.
 	Setup []string `json:"setup,omitempty"`
+	// Probes are SQL texts the job's owner runs after Setup and before the sandbox and the first
+	// block, whose rows come back in Response.Probes: what the attaches show before the job's
+	// own SQL has run (so the job cannot have shaped it). A failure ends the job like Setup's.
+	Probes []string `json:"probes,omitempty"`
 	// Sandbox, when set, closes the door after Setup and before the first block (see Sandbox).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
 	// Blocks are SQL texts run in order on one connection. A block may hold several
@@ -101,6 +109,8 @@ type TestHook struct {
 // Response is what the runner writes to Request.ResultPath.
 type Response struct {
 	Results []Result `json:"results"`
+	// Probes holds one result per Request.Probes entry.
+	Probes []Result `json:"probes,omitempty"`
 	// Error is set when a block failed; ErrorBlock is its index.
 	Error      string `json:"error,omitempty"`
 	ErrorBlock int    `json:"error_block,omitempty"`

@@ -258,7 +258,8 @@ func TestDropForkRetriedAfterARoleDropFault(t *testing.T) {
 
 // A table a root workspace gets without a materialize (a run job's own CREATE TABLE, as a
 // member's DuckDB session would make one) is recorded by the next job that attaches the lake,
-// while that job runs (a run job's records are written beside it), and before its outcome.
+// before its outcome (a run job lists the tables on its own catalog session, before its own SQL
+// runs, and they are recorded once it is done).
 func TestRunRecordsTablesMadeOutsideMaterialize(t *testing.T) {
 	e, _ := lakeEnv(t, storageKinds[0])
 	e.run("prod", attachMain+"CREATE TABLE dl.made AS SELECT 1 AS x")

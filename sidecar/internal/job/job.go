@@ -173,18 +173,15 @@ func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep requ
 		return nil, err
 	}
 	defer plan.Close()
-	// The step and the records that do not shape the job are written while it runs; both are
-	// in before the outcome.
+	// The step is written while the job runs, and is in before the outcome.
 	notes := strings.Join(plan.Notes, "; ")
 	reported := background(func() { request.Report(ctx, rep, "resolve", "done", notes) })
 	defer reported()
-	bookkept := plan.Bookkeep(ctx)
-	defer bookkept()
 	res, err := h.runJob(ctx, plan, lim, []string{plan.SQL}, true, args.MaxResultBytes)
-	bookkept()
 	if err != nil {
 		return nil, err
 	}
+	plan.Record(ctx, res.Probes)
 	out := resultOf(res.Results[len(res.Results)-1], plan, res.Duration)
 	out.Warm = res.Warm
 	if out.Truncated {
@@ -236,7 +233,7 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, lim *jobLimits, 
 	}
 	maxBytes = maxResultBytes(maxBytes, h.cfg.MaxResultBytes)
 	// dataenv's attaches run as setup; then the runner closes the door on the job's own SQL.
-	job := client.Job{Setup: plan.Setup, Sandbox: &protocol.Sandbox{AllowedDirectories: plan.AllowedDirectories()},
+	job := client.Job{Setup: plan.Setup, Probes: plan.Probes, Sandbox: &protocol.Sandbox{AllowedDirectories: plan.AllowedDirectories()},
 		Blocks: blocks, MaxResultBytes: maxBytes, CollectLastOnly: lastOnly, Isolation: h.cfg.Isolation}
 	for _, d := range plan.Dirs {
 		job.Mounts = append(job.Mounts, client.Mount{Path: d.Path, Writable: d.Writable})

@@ -3,10 +3,12 @@ package lake
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/runner/protocol"
 )
 
 // Tables written into a namespace without a dataenv job (a member's own DuckDB session through
@@ -32,6 +34,14 @@ SELECT $1, $2, t.name, 'materialized', 'replace', t.snap, t.cols::jsonb, $6, gen
   FROM unnest($3::text[], $4::bigint[], $5::text[]) AS t(name, snap, cols)
  WHERE NOT EXISTS (SELECT FROM dataenv.materializations m WHERE m.workspace = ANY($7) AND m.lake = $2 AND m.table_name = t.name)`
 
+// outsideTable is a live table of DuckLake's main schema in a namespace: its name, the snapshot
+// that created it, its columns as JSON.
+type outsideTable struct {
+	name    string
+	snap    int64
+	columns string
+}
+
 // recordOutsideTables records the tables of ns that no workspace of owners has a record of, as
 // materialized by owner (the workspace whose namespace it is), reading the catalog as asRole's
 // workspace (which must have read access to ns). It reports how many it recorded; a namespace
@@ -54,18 +64,19 @@ func (res *resolution) recordOutsideTables(ctx context.Context, ns Namespace, as
 	if err != nil {
 		return 0, fmt.Errorf("list the tables of lake %q: %w", ns.Lake.Name, err)
 	}
-	type table struct {
-		name    string
-		snap    int64
-		columns string
-	}
-	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (table, error) {
-		var t table
+	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outsideTable, error) {
+		var t outsideTable
 		return t, r.Scan(&t.name, &t.snap, &t.columns)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("list the tables of lake %q: %w", ns.Lake.Name, err)
 	}
+	return res.r.recordTables(ctx, ns, owner, owners, tables)
+}
+
+// recordTables records those of tables (of ns) that no workspace of owners has a record of, as
+// owner's.
+func (r *Resolver) recordTables(ctx context.Context, ns Namespace, owner string, owners []string, tables []outsideTable) (int, error) {
 	if len(tables) == 0 {
 		return 0, nil
 	}
@@ -77,71 +88,97 @@ func (res *resolution) recordOutsideTables(ctx context.Context, ns Namespace, as
 		}
 		tnames, snaps, cols = append(tnames, t.name), append(snaps, t.snap), append(cols, t.columns)
 	}
-	// One statement for every table: a lake of a thousand tables costs one round trip per job.
-	tag, err := res.r.Control.Exec(ctx, recordOutsideSQL, owner, ns.Lake.Name, tnames, snaps, cols, ns.SchemaName(), owners)
+	// One statement for every table: a lake of a thousand tables costs one round trip per job
+	// (and no commit to wait for when every table has its record: nothing was written).
+	tag, err := r.Control.Exec(ctx, recordOutsideSQL, owner, ns.Lake.Name, tnames, snaps, cols, ns.SchemaName(), owners)
 	if err != nil {
 		return 0, fmt.Errorf("record the tables of lake %q: %w", ns.Lake.Name, err)
 	}
-	n := int(tag.RowsAffected())
-	return n, nil
+	return int(tag.RowsAffected()), nil
 }
 
-// recordOwnOutsideTables records the tables written outside dataenv in the workspace's own
-// namespace of a lake (once DuckLake's catalog exists there), as the workspace's.
-func (res *resolution) recordOwnOutsideTables(ctx context.Context, ns Namespace) error {
+// owners are the workspaces whose records count for the tables of ns, the workspace's own
+// namespace of a lake, the last of them the one the namespace is: the workspace, and for a shared
+// fork (which writes its parent's namespace) the ancestors sharing it.
+func (res *resolution) owners(ns Namespace) []string {
 	owners := []string{res.ws.ID}
 	if !ns.Forked {
-		// A shared fork writes its parent's namespace: the tables there are the parent's (and
-		// its own records count).
 		for _, a := range res.ws.Ancestors {
 			if l, ok := res.lakes[a.ID][ns.Lake.Name]; ok && namespaceOf(a.ID, a.IsFork, l, ns.Storage).Key() == ns.Key() {
 				owners = append(owners, a.ID)
 			}
 		}
 	}
-	_, err := res.recordOutsideTables(ctx, ns, res.ws.ID, owners[len(owners)-1], owners)
-	return err
+	return owners
 }
 
 // recordOwn records the tables written outside dataenv in ns, the namespace a job attaches as
 // lake name with a. A fork's defer prelude is decided from these records, so a namespace that gets
-// one records them first; otherwise, in a run job (res.overlap), they are left to Plan.Bookkeep,
-// beside the job: the job reads the catalog itself, never the records, and a table it makes is
-// one the next attach would record all the same.
+// one records them first, on a connection of its own. Otherwise, in a run job (res.overlap),
+// the job's runner lists them (a probe: after dataenv's attaches, before the job's own SQL, on
+// the attach's own catalog session) and Plan.Record writes them once the job is done: the job
+// reads the catalog itself, never the records, and a table it makes is one the next attach
+// records all the same.
 func (res *resolution) recordOwn(ctx context.Context, name string, ns Namespace, a *Attach) {
-	record := func(ctx context.Context) string {
-		if err := res.recordOwnOutsideTables(ctx, ns); err != nil {
-			return fmt.Sprintf("lake %s: tables written outside dataenv not checked: %v", name, err)
-		}
-		return ""
-	}
+	owners := res.owners(ns)
+	owner := owners[len(owners)-1]
 	if res.overlap && !(ns.Forked && !hasOption(a.Options, "READ_ONLY")) {
-		res.plan.bookkeeping = append(res.plan.bookkeeping, record)
+		res.plan.Probes = append(res.plan.Probes, outsideTablesProbe(a.Alias, ns))
+		res.plan.probed = append(res.plan.probed, func(ctx context.Context, r protocol.Result) string {
+			tables, err := probedTables(r)
+			if err == nil {
+				_, err = res.r.recordTables(ctx, ns, owner, owners, tables)
+			}
+			if err != nil {
+				return fmt.Sprintf("lake %s: tables written outside dataenv not checked: %v", name, err)
+			}
+			return ""
+		})
 		return
 	}
-	if note := record(ctx); note != "" {
-		res.plan.Notes = append(res.plan.Notes, note)
+	if _, err := res.recordOutsideTables(ctx, ns, res.ws.ID, owner, owners); err != nil {
+		res.plan.Notes = append(res.plan.Notes, fmt.Sprintf("lake %s: tables written outside dataenv not checked: %v", name, err))
 	}
 }
 
-// Bookkeep runs what ResolveRun left to run beside the job, in the background, and returns the
-// function that waits for it and adds its notes to the plan's (calling it again does nothing).
-// Call it before reading Notes, and before Close.
-func (p *Plan) Bookkeep(ctx context.Context) (wait func()) {
-	if len(p.bookkeeping) == 0 {
-		return func() {}
+// outsideTablesProbe lists the tables of ns from a job's DuckDB, through the catalog session of
+// its attach under alias (DuckLake names it __ducklake_metadata_<alias>): outsideTablesSQL run
+// there by the postgres extension, as the workspace's role.
+func outsideTablesProbe(alias string, ns Namespace) string {
+	inner := fmt.Sprintf(outsideTablesSQL, pgx.Identifier{ns.SchemaName()}.Sanitize())
+	return "SELECT * FROM postgres_query(" + Literal("__ducklake_metadata_"+alias) + ", " + Literal(inner) + ")"
+}
+
+// probedTables reads the rows of outsideTablesProbe.
+func probedTables(r protocol.Result) ([]outsideTable, error) {
+	if r.Truncated {
+		return nil, errors.New("the list of its tables is too long to read from the job")
 	}
-	tasks := p.bookkeeping
-	p.bookkeeping = nil
-	notes := make(chan []string, 1)
-	go func() {
-		var out []string
-		for _, task := range tasks {
-			if n := task(ctx); n != "" {
-				out = append(out, n)
-			}
+	tables := make([]outsideTable, 0, len(r.Rows))
+	for _, row := range r.Rows {
+		var t outsideTable
+		if len(row) != 3 {
+			return nil, fmt.Errorf("a row of %d columns, want 3", len(row))
 		}
-		notes <- out
-	}()
-	return sync.OnceFunc(func() { p.Notes = append(p.Notes, <-notes...) })
+		if err := errors.Join(json.Unmarshal(row[0], &t.name), json.Unmarshal(row[1], &t.snap), json.Unmarshal(row[2], &t.columns)); err != nil {
+			return nil, fmt.Errorf("read the list of its tables: %w", err)
+		}
+		tables = append(tables, t)
+	}
+	return tables, nil
+}
+
+// Record writes what the probes of the plan found, from the job's Result.Probes (one per
+// Plan.Probes entry), and adds its notes to the plan's. Call it once the job is done, before
+// reading Notes.
+func (p *Plan) Record(ctx context.Context, probes []protocol.Result) {
+	for i, handle := range p.probed {
+		if i >= len(probes) {
+			p.Notes = append(p.Notes, "tables written outside dataenv not checked: the job returned no list of them")
+			return
+		}
+		if n := handle(ctx, probes[i]); n != "" {
+			p.Notes = append(p.Notes, n)
+		}
+	}
 }

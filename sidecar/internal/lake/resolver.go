@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/dataenv/dataenv/runner/protocol"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
@@ -87,9 +88,11 @@ type Plan struct {
 	secrets     []string
 	toolSecrets []string
 	catalogs    *catalogs
-	// bookkeeping is what ResolveRun leaves to run beside the job (Plan.Bookkeep); each returns
-	// a note ("" for none).
-	bookkeeping []func(ctx context.Context) string
+	// Probes are statements for the runner to run after Setup and before the job's SQL
+	// (protocol.Request.Probes); Record reads their rows once the job is done.
+	Probes []string
+	// probed handles the rows of each of Probes; each returns a note ("" for none).
+	probed []func(ctx context.Context, r protocol.Result) string
 }
 
 // ToolAttach is one attach of a member's DuckDB script.
@@ -185,7 +188,7 @@ type resolution struct {
 	plan     *Plan
 	target   *Target
 	rep      request.Reporter
-	// overlap: the records that may wait are left to Plan.Bookkeep (ResolveRun)
+	// overlap: the records that may wait are left to the job's probes (ResolveRun)
 	overlap bool
 	// s3 storages that need a secret
 	s3 map[string]control.Storage
@@ -227,8 +230,8 @@ func (r *Resolver) Resolve(ctx context.Context, workspace, sql string, target *T
 }
 
 // ResolveRun is Resolve for a run job (no target) that leaves what does not shape the job to
-// run beside it: the caller runs Plan.Bookkeep while the job runs, and waits for it before it
-// reads Plan.Notes or answers.
+// the job itself: the caller gives the runner Plan.Probes with the setup, and calls Plan.Record
+// with what they found before it reads Plan.Notes or answers.
 func (r *Resolver) ResolveRun(ctx context.Context, workspace, sql string, rep request.Reporter) (*Plan, error) {
 	return r.resolve(ctx, workspace, sql, nil, rep, true)
 }

@@ -1,0 +1,44 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/dataenv/dataenv/runner/engine"
+	"github.com/dataenv/dataenv/runner/extension"
+	"github.com/dataenv/dataenv/runner/protocol"
+)
+
+// A request's probes run after its setup and before its blocks: their rows are what the setup
+// left, whatever the job's SQL does next.
+func TestProbesSeeTheStateBeforeTheJob(t *testing.T) {
+	ctx := context.Background()
+	dir, err := extension.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := engine.Open(ctx, dir, extension.Required...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	resp := engine.RunOn(ctx, in, &protocol.Request{
+		Setup:   []string{"CREATE TABLE t AS SELECT 1 AS x"},
+		Probes:  []string{"SELECT count(*) AS n FROM t"},
+		Sandbox: &protocol.Sandbox{},
+		Blocks:  []string{"INSERT INTO t VALUES (2)", "SELECT count(*) FROM t"},
+	}, nil)
+	if resp.Error != "" {
+		t.Fatal(resp.Error)
+	}
+	if len(resp.Probes) != 1 || string(resp.Probes[0].Rows[0][0]) != "1" {
+		t.Fatalf("probes: %+v; want one row of 1", resp.Probes)
+	}
+	if got := string(resp.Results[len(resp.Results)-1].Rows[0][0]); got != "2" {
+		t.Fatalf("the job counted %s rows; want 2", got)
+	}
+	bad := engine.RunOn(ctx, in, &protocol.Request{Probes: []string{"SELECT * FROM missing"}, Blocks: []string{"SELECT 1"}}, nil)
+	if bad.Error == "" || bad.ErrorBlock != -1 {
+		t.Fatalf("a failed probe: error %q at block %d; want a setup failure (-1)", bad.Error, bad.ErrorBlock)
+	}
+}
