@@ -75,10 +75,10 @@ func applySandbox(ctx context.Context, conn *sql.Conn, sb *protocol.Sandbox) err
 		"SET enable_external_access = false",
 		"SET allowed_configs = "+list(sandboxConfigs),
 		"SET lock_configuration = true")
-	for _, st := range stmts {
-		if _, err := conn.ExecContext(ctx, st); err != nil {
-			return fmt.Errorf("sandbox: %s: %w", st, err)
-		}
+	// One call for all of them (DuckDB runs them in order and stops at the first that fails):
+	// each call of its own cost a job about a fifth of a millisecond.
+	if _, err := conn.ExecContext(ctx, strings.Join(stmts, ";\n")); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
 	}
 	return nil
 }
