@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/dataenv/dataenv/runner/engine"
+	"github.com/dataenv/dataenv/runner/extension"
 	"github.com/dataenv/dataenv/tests/testenv"
 )
 
@@ -20,4 +22,20 @@ func TestMain(m *testing.M) {
 		s3, err = testenv.StartS3(ctx)
 		return err
 	})
+}
+
+// openInstance opens DuckDB with the required extensions loaded, as a spare has it; it is closed
+// at the end of the test.
+func openInstance(t *testing.T) *engine.Instance {
+	t.Helper()
+	dir, err := extension.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := engine.Open(context.Background(), dir, extension.Required...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	return in
 }

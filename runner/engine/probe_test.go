@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/dataenv/dataenv/runner/engine"
-	"github.com/dataenv/dataenv/runner/extension"
 	"github.com/dataenv/dataenv/runner/protocol"
 )
 
@@ -13,15 +12,7 @@ import (
 // left, whatever the job's SQL does next.
 func TestProbesSeeTheStateBeforeTheJob(t *testing.T) {
 	ctx := context.Background()
-	dir, err := extension.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := engine.Open(ctx, dir, extension.Required...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := openInstance(t)
 	resp := engine.RunOn(ctx, in, &protocol.Request{
 		Setup:   []string{"CREATE TABLE t AS SELECT 1 AS x"},
 		Probes:  []string{"SELECT count(*) AS n FROM t"},

@@ -5,23 +5,13 @@ import (
 	"os"
 	"testing"
 
-	"github.com/dataenv/dataenv/runner/engine"
-	"github.com/dataenv/dataenv/runner/extension"
 )
 
 // A spare's warm-up runs a DuckLake job of its own and leaves nothing a job could see: no
 // database attached, no secret, no file in the directory it was given.
 func TestWarmUpLeavesNothingBehind(t *testing.T) {
 	ctx := context.Background()
-	dir, err := extension.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := engine.Open(ctx, dir, extension.Required...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
+	in := openInstance(t)
 	work := t.TempDir()
 	if err := in.WarmUp(ctx, work); err != nil {
 		t.Fatal(err)
