@@ -33,11 +33,7 @@ func newSandboxed(t *testing.T, sb *protocol.Sandbox, setup ...string) *sandboxe
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := engine.Open(context.Background(), dir, extension.Required...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close() })
+	in := openInstance(t)
 	req := &protocol.Request{Setup: setup, Sandbox: sb, Blocks: []string{"SELECT 1"},
 		TempDirectory: filepath.Join(t.TempDir(), "spill"), ExtensionDirectory: dir}
 	if resp := engine.RunOn(context.Background(), in, req, nil); resp.Error != "" {
