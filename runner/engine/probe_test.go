@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/dataenv/dataenv/runner/engine"
@@ -9,7 +10,8 @@ import (
 )
 
 // A request's probes run after its setup and before its blocks: their rows are what the setup
-// left, whatever the job's SQL does next.
+// left, whatever the job's SQL does next. A probe that fails says so in its result, and the job
+// goes on.
 func TestProbesSeeTheStateBeforeTheJob(t *testing.T) {
 	ctx := context.Background()
 	in := openInstance(t)
@@ -28,8 +30,10 @@ func TestProbesSeeTheStateBeforeTheJob(t *testing.T) {
 	if got := string(resp.Results[len(resp.Results)-1].Rows[0][0]); got != "2" {
 		t.Fatalf("the job counted %s rows; want 2", got)
 	}
-	bad := engine.RunOn(ctx, in, &protocol.Request{Probes: []string{"SELECT * FROM missing"}, Blocks: []string{"SELECT 1"}}, nil)
-	if bad.Error == "" || bad.ErrorBlock != -1 {
-		t.Fatalf("a failed probe: error %q at block %d; want a setup failure (-1)", bad.Error, bad.ErrorBlock)
+	bad := engine.RunOn(ctx, openInstance(t), &protocol.Request{Probes: []string{"SELECT * FROM missing", "SELECT 7"},
+		Blocks: []string{"SELECT 1"}}, nil)
+	if bad.Error != "" || len(bad.Probes) != 2 || !strings.Contains(bad.Probes[0].Error, "missing") ||
+		string(bad.Probes[1].Rows[0][0]) != "7" || string(bad.Results[0].Rows[0][0]) != "1" {
+		t.Fatalf("a failed probe: %+v; want its error in its result, the next probe and the job run", bad)
 	}
 }

@@ -23,7 +23,8 @@ func runSetup(ctx context.Context, conn *sql.Conn, setup []string) error {
 }
 
 // runProbes runs the request's probes (after Setup, before the sandbox and the job's SQL) and
-// collects their rows, within limit bytes of JSON together.
+// collects their rows, within limit bytes of JSON together. A probe that fails gets its error in
+// its result; only a cancelled job stops them.
 func runProbes(ctx context.Context, conn *sql.Conn, probes []string, limit int64) ([]protocol.Result, error) {
 	if len(probes) == 0 {
 		return nil, nil
@@ -32,8 +33,11 @@ func runProbes(ctx context.Context, conn *sql.Conn, probes []string, limit int64
 	out := make([]protocol.Result, 0, len(probes))
 	for i, p := range probes {
 		res, err := c.query(ctx, conn, i, p)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if err != nil {
-			return nil, fmt.Errorf("probe %d: %w", i+1, err)
+			res = &protocol.Result{Block: i, Error: err.Error()}
 		}
 		out = append(out, *res)
 	}

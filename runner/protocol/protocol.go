@@ -41,7 +41,8 @@ type Request struct {
 	Setup []string `json:"setup,omitempty"`
 	// Probes are SQL texts the job's owner runs after Setup and before the sandbox and the first
 	// block, whose rows come back in Response.Probes: what the attaches show before the job's
-	// own SQL has run (so the job cannot have shaped it). A failure ends the job like Setup's.
+	// own SQL has run (so the job cannot have shaped it). A probe that fails says so in its
+	// Result.Error; the job goes on.
 	Probes []string `json:"probes,omitempty"`
 	// Sandbox, when set, closes the door after Setup and before the first block (see Sandbox).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
@@ -123,6 +124,9 @@ type Result struct {
 	Columns   []Column            `json:"columns"`
 	Rows      [][]json.RawMessage `json:"rows"`
 	Truncated bool                `json:"truncated,omitempty"`
+	// Error is set on a probe that failed (a probe's failure is the probe's alone: the job
+	// goes on; a block's ends the job instead, in Response.Error).
+	Error string `json:"error,omitempty"`
 }
 
 // Column names one result column.

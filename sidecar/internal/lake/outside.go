@@ -151,6 +151,9 @@ func outsideTablesProbe(alias string, ns Namespace) string {
 
 // probedTables reads the rows of outsideTablesProbe.
 func probedTables(r protocol.Result) ([]outsideTable, error) {
+	if r.Error != "" {
+		return nil, fmt.Errorf("listing them in the job failed: %s", r.Error)
+	}
 	if r.Truncated {
 		return nil, errors.New("the list of its tables is too long to read from the job")
 	}
@@ -178,7 +181,7 @@ func (p *Plan) Record(ctx context.Context, probes []protocol.Result) {
 			return
 		}
 		if n := handle(ctx, probes[i]); n != "" {
-			p.Notes = append(p.Notes, n)
+			p.Notes = append(p.Notes, p.Scrub(n))
 		}
 	}
 }
