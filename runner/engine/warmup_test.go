@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"testing"
-
 )
 
 // A spare's warm-up runs a DuckLake job of its own and leaves nothing a job could see: no
