@@ -38,8 +38,10 @@ func TestCrashInSchemaOnlyFork(t *testing.T) {
 				t.Fatalf("schema_only copy has %d rows", n)
 			}
 			ext := external.Connect(t, "postgres")
-			if n := queryInt(t, ext, `SELECT count(*) FROM pg_database WHERE datname LIKE 'dataenv\_tmp\_%' OR datname LIKE $1`,
-				names.ForkPrefix+"%"+copyDB[len(copyDB)-8:]); n != 1 {
+			// This request's staging database only: other tests make theirs on this cluster
+			// meanwhile (dataenv_tmp_<request id in hex>).
+			if n := queryInt(t, ext, `SELECT count(*) FROM pg_database WHERE datname = 'dataenv_tmp_' || replace($2, '-', '') OR datname LIKE $1`,
+				names.ForkPrefix+"%"+copyDB[len(copyDB)-8:], id); n != 1 {
 				t.Fatalf("after a crash at %s: %d copy or staging databases, want exactly 1", point, n)
 			}
 			if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.fork_copies WHERE workspace = $1 AND state = 'ready' AND created_by_request = $2::uuid`, fork, id); n != 1 {
