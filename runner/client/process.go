@@ -260,10 +260,15 @@ func (p *process) finish(ctx context.Context, maxResult int64) (*protocol.Respon
 		return nil, fmt.Errorf("%w (runner exit status %d; stderr tail: %s)", err,
 			p.cmd.ProcessState.ExitCode(), p.stderr.String())
 	}
+	return resp, jobError(resp)
+}
+
+// jobError is the *JobError of a response whose block failed, else nil.
+func jobError(resp *protocol.Response) error {
 	if resp.Error != "" {
-		return resp, &JobError{Block: resp.ErrorBlock, Message: resp.Error}
+		return &JobError{Block: resp.ErrorBlock, Message: resp.Error}
 	}
-	return resp, nil
+	return nil
 }
 
 // writtenResult is the response of a runner that said its result is whole and may still be
@@ -277,10 +282,7 @@ func (p *process) writtenResult(maxResult int64) (resp *protocol.Response, ok bo
 	if rerr != nil {
 		return nil, false, nil
 	}
-	if resp.Error != "" {
-		return resp, true, &JobError{Block: resp.ErrorBlock, Message: resp.Error}
-	}
-	return resp, true, nil
+	return resp, true, jobError(resp)
 }
 
 // causeOf is ctx's cause wrapping ctx.Err(), so errors.Is(err, context.Canceled) and

@@ -129,16 +129,23 @@ func (res *resolution) recordOwn(ctx context.Context, name string, ns Namespace,
 			if err == nil {
 				_, err = res.r.recordTables(ctx, ns, owner, owners, tables)
 			}
-			if err != nil {
-				return fmt.Sprintf("lake %s: tables written outside dataenv not checked: %v", name, err)
-			}
-			return ""
+			return notChecked(name, err)
 		})
 		return
 	}
-	if _, err := res.recordOutsideTables(ctx, ns, res.ws.ID, owner, owners); err != nil {
-		res.plan.Notes = append(res.plan.Notes, fmt.Sprintf("lake %s: tables written outside dataenv not checked: %v", name, err))
+	_, err := res.recordOutsideTables(ctx, ns, res.ws.ID, owner, owners)
+	if n := notChecked(name, err); n != "" {
+		res.plan.Notes = append(res.plan.Notes, n)
 	}
+}
+
+// notChecked is the note of lake name whose tables written outside dataenv could not be
+// recorded ("" when err is nil).
+func notChecked(name string, err error) string {
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprintf("lake %s: tables written outside dataenv not checked: %v", name, err)
 }
 
 // outsideTablesProbe lists the tables of ns from a job's DuckDB, through the catalog session of
