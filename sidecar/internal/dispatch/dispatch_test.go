@@ -54,7 +54,9 @@ type fixture struct {
 // fails with a transient fault at its first attempt, test_fail_always at every one; test_ping is
 // stateless, and test_ping_flaky too, failing transiently at its first run.
 // test_job waits until releaseJob lets that one request return.
-var testKinds = []string{"test_ok", "test_block", "test_fail_once", "test_fail_always", "test_ping", "test_ping_flaky", "test_job"}
+// test_hold_* hold steps for the outcome (reporter_test.go).
+var testKinds = []string{"test_ok", "test_block", "test_fail_once", "test_fail_always", "test_ping", "test_ping_flaky", "test_job",
+	"test_hold_short", "test_hold_long", "test_hold_order"}
 
 type stateless struct{ request.HandlerFunc }
 

@@ -23,15 +23,17 @@ UPDATE dataenv.requests SET steps = steps || $2::jsonb WHERE id = $1 AND status 
 
 // outcomeSQL writes a batch of outcomes in one statement (one commit, one NOTIFY flush). Claimed
 // requests must still be running with the same attempt; stateless ones (never claimed) must still
-// be pending with the attempt they were read with, and take attempt+1 now.
+// be pending with the attempt they were read with, and take attempt+1 now. Steps the handler held
+// for the outcome are appended in the same write.
 const outcomeSQL = `
 UPDATE dataenv.requests r
    SET status = o.status, result = o.result, error = o.error,
+       steps = CASE WHEN o.steps IS NULL THEN r.steps ELSE r.steps || o.steps END,
        finished_at = clock_timestamp(), updated_at = clock_timestamp(),
        started_at = coalesce(r.started_at, o.started_at),
        attempts = CASE WHEN o.claimed THEN r.attempts ELSE r.attempts + 1 END
-  FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[], $6::bool[], $7::timestamptz[])
-       AS o(id, status, result, error, attempts, claimed, started_at)
+  FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::int[], $6::bool[], $7::timestamptz[], $8::jsonb[])
+       AS o(id, status, result, error, attempts, claimed, started_at, steps)
  WHERE r.id = o.id AND r.attempts = o.attempts
    AND r.status = CASE WHEN o.claimed THEN 'running' ELSE 'pending' END
    AND (o.claimed OR NOT r.cancel_requested)

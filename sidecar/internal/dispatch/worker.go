@@ -145,17 +145,21 @@ func (d *Dispatcher) runHandler(ctx context.Context, e *entry, h request.Handler
 	started := d.cfg.Now()
 	result, err := h.Handle(hctx, &req, rep)
 	cancel(nil)
+	done := func(st request.Status, result any, err error) {
+		d.finishAt(ctx, e, outcome{attempts: attempt, claimed: claimed, started: started, steps: rep.takeHeld()}, st, result, err)
+	}
 	switch {
 	case e.userStop.Load() && err != nil:
-		d.finishAt(ctx, e, attempt, claimed, request.Cancelled, nil, errCancelledByUser, started)
+		done(request.Cancelled, nil, errCancelledByUser)
 	case ctx.Err() != nil:
+		rep.flush(ctx)
 		d.drop(e) // shutdown or lost leadership: the next leader resumes it
 	case err != nil && request.IsTransient(err) && d.mayRetry(e): // a stateless kind (ping) runs again too
-		d.retryLater(ctx, e, attempt, err)
+		d.retryLater(ctx, e, rep, err)
 	case err != nil:
-		d.finishAt(ctx, e, attempt, claimed, request.Failed, nil, d.finalError(e, err), started)
+		done(request.Failed, nil, d.finalError(e, err))
 	default:
-		d.finishAt(ctx, e, attempt, claimed, request.Succeeded, result, nil, started)
+		done(request.Succeeded, result, nil)
 	}
 }
 
@@ -176,13 +180,14 @@ func (d *Dispatcher) finalError(e *entry, err error) error {
 
 // retryLater records a "retrying" step and queues the entry again after a capped backoff; its
 // next claim takes a new attempt, which fences this one's sessions and re-checks state.
-func (d *Dispatcher) retryLater(ctx context.Context, e *entry, attempt int, cause error) {
+func (d *Dispatcher) retryLater(ctx context.Context, e *entry, rep *reporter, cause error) {
+	attempt := rep.attempt
 	e.failures++
 	if e.failingSince.IsZero() {
 		e.failingSince = d.cfg.Now()
 	}
 	delay := min(200*time.Millisecond<<min(e.failures-1, 8), 30*time.Second)
-	(&reporter{d: d, e: e, attempt: attempt}).Step(ctx, request.Step{Name: "retry", Status: "retrying",
+	rep.Step(ctx, request.Step{Name: "retry", Status: "retrying",
 		Detail: fmt.Sprintf("attempt %d hit a transient fault (%v); attempt %d starts in %s", attempt, cause, attempt+1, delay)})
 	d.cfg.Logger.Warn("request hit a transient fault; retrying", "request", e.req.ID, "kind", e.req.Kind,
 		"attempt", attempt, "retry_in", delay, "error", cause)
@@ -192,17 +197,18 @@ func (d *Dispatcher) retryLater(ctx context.Context, e *entry, attempt int, caus
 }
 
 func (d *Dispatcher) finish(ctx context.Context, e *entry, attempt int, claimed bool, st request.Status, result any, err error) {
-	d.finishAt(ctx, e, attempt, claimed, st, result, err, d.cfg.Now())
+	d.finishAt(ctx, e, outcome{attempts: attempt, claimed: claimed, started: d.cfg.Now()}, st, result, err)
 }
 
-// finishAt hands the outcome to the batch writer.
-func (d *Dispatcher) finishAt(ctx context.Context, e *entry, attempt int, claimed bool, st request.Status, result any, herr error, started time.Time) {
-	o := &outcome{e: e, status: st, attempts: attempt, claimed: claimed, started: started}
+// finishAt hands the outcome to the batch writer: o's attempt, claim, start and held steps, with
+// the status, result and error given.
+func (d *Dispatcher) finishAt(ctx context.Context, e *entry, o outcome, st request.Status, result any, herr error) {
+	o.e, o.status = e, st
 	if result != nil {
 		b, err := json.Marshal(result)
 		if err != nil {
-			st, herr = request.Failed, fmt.Errorf("encode result: %w", err)
-			o.status = st
+			herr = fmt.Errorf("encode result: %w", err)
+			o.status = request.Failed
 		} else {
 			o.result = b
 		}
@@ -213,7 +219,7 @@ func (d *Dispatcher) finishAt(ctx context.Context, e *entry, attempt int, claime
 	}
 	d.unwritten.Add(1)
 	select {
-	case d.writer.in <- o:
+	case d.writer.in <- &o:
 	case <-ctx.Done():
 		d.unwritten.Add(-1)
 		d.drop(e)
@@ -232,26 +238,6 @@ func (d *Dispatcher) outcomeDone(o *outcome, written bool) {
 		d.cfg.Observer.RequestFinished(o.e.req.Kind, string(o.status), wait, run)
 	}
 	d.forget(o.e)
-}
-
-// reporter writes steps to the row as they happen.
-type reporter struct {
-	d       *Dispatcher
-	e       *entry
-	attempt int
-}
-
-func (r *reporter) Step(ctx context.Context, s request.Step) {
-	if s.At.IsZero() {
-		s.At = r.d.cfg.Now().UTC()
-	}
-	b, err := json.Marshal([]request.Step{s})
-	if err == nil {
-		_, err = r.d.cfg.Pool.Exec(context.WithoutCancel(ctx), appendStepSQL, r.e.req.ID, r.attempt, b)
-	}
-	if err != nil {
-		r.d.cfg.Logger.Warn("recording a request step failed", "request", r.e.req.ID, "step", s.Name, "error", err)
-	}
 }
 
 // Drain stops taking requests and waits (until ctx ends) for running handlers to finish and

@@ -17,6 +17,7 @@ type outcome struct {
 	e        *entry
 	status   request.Status
 	result   []byte // JSON, nil for none
+	steps    []byte // held steps (reporter.Hold), a JSON array, nil for none
 	errText  *string
 	attempts int  // the attempt the compare-and-set expects
 	claimed  bool // the request was moved to running first
@@ -110,15 +111,13 @@ func (w *writer) exec(ctx context.Context, batch []*outcome) (map[uuid.UUID]bool
 	n := len(batch)
 	ids, statuses, results := make([]uuid.UUID, n), make([]string, n), make([]*string, n)
 	errs, attempts, claimed, started := make([]*string, n), make([]int32, n), make([]bool, n), make([]time.Time, n)
+	steps := make([]*string, n)
 	for i, o := range batch {
 		ids[i], statuses[i], errs[i] = o.e.req.ID, string(o.status), o.errText
 		attempts[i], claimed[i], started[i] = int32(o.attempts), o.claimed, o.started
-		if o.result != nil {
-			s := string(o.result)
-			results[i] = &s
-		}
+		results[i], steps[i] = jsonText(o.result), jsonText(o.steps)
 	}
-	rows, err := w.pool.Query(ctx, outcomeSQL, ids, statuses, results, errs, attempts, claimed, started)
+	rows, err := w.pool.Query(ctx, outcomeSQL, ids, statuses, results, errs, attempts, claimed, started, steps)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +131,15 @@ func (w *writer) exec(ctx context.Context, batch []*outcome) (map[uuid.UUID]bool
 		written[id] = true
 	}
 	return written, rows.Err()
+}
+
+// jsonText is b as a jsonb parameter, nil (NULL) for none.
+func jsonText(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
 }
 
 // recheck handles a compare-and-set that matched no row. A claimed request's row was visible

@@ -173,10 +173,8 @@ func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep requ
 		return nil, err
 	}
 	defer plan.Close()
-	// The step is written while the job runs, and is in before the outcome.
-	notes := strings.Join(plan.Notes, "; ")
-	reported := background(func() { request.Report(ctx, rep, "resolve", "done", notes) })
-	defer reported()
+	// Held for the outcome's commit: a write of its own would run beside the job.
+	request.ReportHeld(ctx, rep, "resolve", "done", strings.Join(plan.Notes, "; "))
 	res, err := h.runJob(ctx, plan, lim, []string{plan.SQL}, true, args.MaxResultBytes)
 	if err != nil {
 		return nil, err
@@ -211,17 +209,6 @@ func (h *Handlers) resolveRun(ctx context.Context, args runArgs, rep request.Rep
 		return nil, nil, err
 	}
 	return l.lim, plan, nil
-}
-
-// background runs fn in a goroutine; the returned function waits for it (and returns at once
-// when called again).
-func background(fn func()) (wait func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn()
-	}()
-	return func() { <-done }
 }
 
 // runJob runs the plan's setup and blocks within lim; errors are scrubbed of the plan's secrets,

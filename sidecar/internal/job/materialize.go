@@ -98,7 +98,7 @@ func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, 
 		return nil, err
 	}
 	defer plan.Close()
-	request.Report(ctx, rep, "resolve", "done", strings.Join(plan.Notes, "; "))
+	request.ReportHeld(ctx, rep, "resolve", "done", strings.Join(plan.Notes, "; "))
 	out, err := h.write(ctx, req, rep, plan, lim, args, stmts[len(stmts)-1])
 	if err != nil {
 		return nil, err
@@ -168,7 +168,7 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	if err := h.record(ctx, req, out, ""); err != nil {
 		return nil, request.Retryable(err)
 	}
-	request.Report(ctx, rep, "record", "done", fmt.Sprintf("%d rows, snapshot %v", out.RowCount, deref(out.SnapshotID)))
+	request.ReportHeld(ctx, rep, "record", "done", fmt.Sprintf("%d rows, snapshot %v", out.RowCount, deref(out.SnapshotID)))
 	return out, nil
 }
 

@@ -111,6 +111,26 @@ func Report(ctx context.Context, rep Reporter, name, status, detail string) {
 	rep.Step(ctx, Step{Name: name, Status: status, Detail: detail})
 }
 
+// Holder is a Reporter that can hold a step back and write it with the request's outcome, in the
+// outcome's own commit, when the request ends soon; a step still held after a short while is
+// written on its own, and a step reported after it (by Step) writes it first, so the order holds.
+// A held step of an attempt that dies unfinished is lost with the attempt (its next attempt
+// reports its own).
+type Holder interface {
+	Hold(ctx context.Context, step Step)
+}
+
+// ReportHeld records a step on rep like Report, held for the outcome where rep can hold it: for a
+// step a request reports just before a short piece of work (a job), whose own commit would compete
+// with that work.
+func ReportHeld(ctx context.Context, rep Reporter, name, status, detail string) {
+	if h, ok := rep.(Holder); ok {
+		h.Hold(ctx, Step{Name: name, Status: status, Detail: detail})
+		return
+	}
+	Report(ctx, rep, name, status, detail)
+}
+
 // Reportf is Report with a formatted detail.
 func Reportf(ctx context.Context, rep Reporter, name, status, format string, args ...any) {
 	if rep == nil {
