@@ -91,8 +91,19 @@ type Config struct {
 	// second job; past this many sets the least recently used lose theirs. Default
 	// DefaultMountedSpareSets; negative: jailed jobs with mounts never run on a spare.
 	MountedSpareSets int
+	// SpareJob is what the jobs a spare takes usually ask for (the installation's default
+	// limits): a spare sets it before its job arrives, and a job asking for the same sets
+	// nothing then. A job asking for other values sets its own.
+	SpareJob SpareJob
 	// Logger receives one line per job. Default: discard.
 	Logger *slog.Logger
+}
+
+// SpareJob are the DuckDB settings a spare sets ahead of its job: Job's fields of the same names.
+type SpareJob struct {
+	MemoryLimit string
+	Threads     int
+	DiskCap     int64
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -138,3 +138,44 @@ func TestDiskCapBoundsDuckDBSpill(t *testing.T) {
 	}
 	assertEmptyDir(t, root)
 }
+
+// A spare sets the limits its job usually asks for (Config.SpareJob) before the job arrives: a job
+// asking for those runs with them, one asking for others with its own, and either way its SQL
+// cannot change them.
+func TestSparesSetTheUsualLimitsAhead(t *testing.T) {
+	c, _ := newClient(t, client.Config{Isolation: client.IsolationPlain, WarmSpares: 1,
+		SpareJob: client.SpareJob{MemoryLimit: "300MB", Threads: 1, DiskCap: 64 << 20}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	show := "SELECT current_setting('memory_limit'), current_setting('threads'), current_setting('max_temp_directory_size'), " +
+		"current_setting('temp_directory')"
+	for _, tc := range []struct {
+		job  client.Job
+		want string
+	}{
+		{client.Job{MemoryLimit: "300MB", Threads: 1, DiskCap: 64 << 20}, `"286.1 MiB" 1 "64.0 MiB"`},
+		{client.Job{MemoryLimit: "200MB", Threads: 2, DiskCap: 32 << 20}, `"190.7 MiB" 2 "32.0 MiB"`},
+	} {
+		if err := c.Prewarm(ctx, client.IsolationPlain); err != nil {
+			t.Fatal(err)
+		}
+		job := tc.job
+		job.Sandbox, job.Blocks = &protocol.Sandbox{}, []string{show}
+		res, err := c.Run(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := res.Results[0].Rows[0]
+		got := strings.Join([]string{string(row[0]), string(row[1]), string(row[2])}, " ")
+		if !res.Warm || got != tc.want || !strings.HasSuffix(string(row[3]), `/spill"`) {
+			t.Fatalf("job %+v: warm %v, settings %s, temp_directory %s; want a spare with %s", tc.job, res.Warm, got, row[3], tc.want)
+		}
+		job.Blocks = []string{"SET memory_limit = '100TB'"}
+		if err := c.Prewarm(ctx, client.IsolationPlain); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Run(ctx, job); err == nil || !strings.Contains(err.Error(), "lock") {
+			t.Fatalf("job %+v raised its memory limit on a spare: %v", tc.job, err)
+		}
+	}
+}

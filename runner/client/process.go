@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -60,8 +61,8 @@ func (c *Client) spawn(mode Isolation, preload bool, mounts []Mount) (*process, 
 	}
 	var runnerArgs []string
 	if preload {
-		runnerArgs = []string{"--extension-dir", c.extDirInside(mode),
-			"--preload", strings.Join(extension.Required, ","), "--ready-fd", "3"}
+		runnerArgs = append([]string{"--extension-dir", c.extDirInside(mode),
+			"--preload", strings.Join(extension.Required, ","), "--ready-fd", "3"}, c.spareSettings(w)...)
 	}
 	argv, env, err := c.argv(mode, w, mounts, runnerArgs, cgroup)
 	if err != nil {
@@ -81,6 +82,29 @@ func (c *Client) spawn(mode Isolation, preload bool, mounts []Mount) (*process, 
 	}
 	return p, nil
 }
+
+// spareSettings are the runner flags that set, ahead of the job, the settings Run will send a
+// job of Config.SpareJob on a spare in w (the same strings, so that the runner sees them equal).
+func (c *Client) spareSettings(w *workDir) []string {
+	args := []string{"--temp-directory", w.spillInside()}
+	mem := c.cfg.SpareJob.MemoryLimit
+	if mem == "" {
+		mem = c.cfg.MemoryLimit
+	}
+	if mem != "" {
+		args = append(args, "--memory-limit", mem)
+	}
+	if n := c.cfg.SpareJob.Threads; n > 0 {
+		args = append(args, "--threads", strconv.Itoa(n))
+	}
+	if d := c.cfg.SpareJob.DiskCap; d > 0 {
+		args = append(args, "--max-temp-directory-size", diskCapSetting(d))
+	}
+	return args
+}
+
+// diskCapSetting is DuckDB's max_temp_directory_size for a disk cap of bytes.
+func diskCapSetting(bytes int64) string { return fmt.Sprintf("%dKiB", bytes>>10) }
 
 // watch starts the disk watchdog of the job the runner takes: its work directory and the growth
 // of dirs count toward limit. It ends when the runner has exited (a job that ends well never

@@ -15,6 +15,11 @@ import (
 type Instance struct {
 	db   *sql.DB
 	Conn *sql.Conn
+	// applied are the settings Apply set last: a setting a job asks for again is not set again
+	// (a spare applies its expected job's settings before that job arrives).
+	applied Settings
+	// loaded are the extensions loaded by Open (preload) or by the sandbox.
+	loaded map[string]bool
 }
 
 // Open starts an in-memory DuckDB whose extension_directory is extDir (see runner/extension)
@@ -35,7 +40,7 @@ func Open(ctx context.Context, extDir string, preload ...string) (*Instance, err
 		db.Close()
 		return nil, fmt.Errorf("connect to DuckDB: %w", err)
 	}
-	in := &Instance{db: db, Conn: conn}
+	in := &Instance{db: db, Conn: conn, loaded: map[string]bool{}}
 	for _, name := range preload {
 		if !extensionName.MatchString(name) {
 			in.Close()
@@ -45,6 +50,7 @@ func Open(ctx context.Context, extDir string, preload ...string) (*Instance, err
 			in.Close()
 			return nil, fmt.Errorf("LOAD %s: %w", name, err)
 		}
+		in.loaded[name] = true
 	}
 	return in, nil
 }
@@ -57,27 +63,50 @@ type Settings struct {
 	MaxTempDirectorySize string
 }
 
-// Apply sets s on the instance.
+// Apply sets s on the instance, in one call, leaving alone what is set to the same value already
+// (setting memory_limit alone costs DuckDB about a millisecond).
 func (in *Instance) Apply(ctx context.Context, s Settings) error {
 	var stmts []string
-	if s.MemoryLimit != "" {
+	if s.MemoryLimit != "" && s.MemoryLimit != in.applied.MemoryLimit {
 		stmts = append(stmts, "SET memory_limit = "+quote(s.MemoryLimit))
 	}
-	if s.Threads > 0 {
+	if s.Threads > 0 && s.Threads != in.applied.Threads {
 		stmts = append(stmts, fmt.Sprintf("SET threads = %d", s.Threads))
 	}
-	if s.TempDirectory != "" {
+	if s.TempDirectory != "" && s.TempDirectory != in.applied.TempDirectory {
 		stmts = append(stmts, "SET temp_directory = "+quote(s.TempDirectory))
 	}
-	if s.MaxTempDirectorySize != "" {
+	if s.MaxTempDirectorySize != "" && s.MaxTempDirectorySize != in.applied.MaxTempDirectorySize {
 		stmts = append(stmts, "SET max_temp_directory_size = "+quote(s.MaxTempDirectorySize))
 	}
-	for _, st := range stmts {
-		if _, err := in.Conn.ExecContext(ctx, st); err != nil {
-			return fmt.Errorf("%s: %w", st, err)
-		}
+	if len(stmts) == 0 {
+		return nil
 	}
+	// DuckDB runs them in order and stops at the first that fails: what is applied is then
+	// unknown, and nothing is taken as set.
+	if _, err := in.Conn.ExecContext(ctx, strings.Join(stmts, ";\n")); err != nil {
+		in.applied = Settings{}
+		return fmt.Errorf("%s: %w", strings.Join(stmts, "; "), err)
+	}
+	in.applied = in.applied.merge(s)
 	return nil
+}
+
+// merge is a with the fields s sets replaced.
+func (a Settings) merge(s Settings) Settings {
+	if s.MemoryLimit != "" {
+		a.MemoryLimit = s.MemoryLimit
+	}
+	if s.Threads > 0 {
+		a.Threads = s.Threads
+	}
+	if s.TempDirectory != "" {
+		a.TempDirectory = s.TempDirectory
+	}
+	if s.MaxTempDirectorySize != "" {
+		a.MaxTempDirectorySize = s.MaxTempDirectorySize
+	}
+	return a
 }
 
 // Close releases the connection and the database.

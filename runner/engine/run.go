@@ -45,7 +45,7 @@ func RunOn(ctx context.Context, in *Instance, req *protocol.Request, hook BlockH
 		resp.Probes, err = runProbes(ctx, conn, req.Probes, protocol.MaxProbeBytes)
 	}
 	if err == nil && req.Sandbox != nil {
-		err = applySandbox(ctx, conn, req.Sandbox)
+		err = applySandbox(ctx, in, req.Sandbox)
 	}
 	if err != nil {
 		resp.Error, resp.ErrorBlock = err.Error(), -1

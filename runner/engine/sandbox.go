@@ -46,8 +46,10 @@ func runProbes(ctx context.Context, conn *sql.Conn, probes []string, limit int64
 
 // applySandbox closes DuckDB's door on the job's own SQL; see protocol.Sandbox. The order
 // matters: the allowed lists are normalized by the file systems registered when they are set
-// (httpfs must be loaded for an s3:// prefix to stay one), and lock_configuration comes last.
-func applySandbox(ctx context.Context, conn *sql.Conn, sb *protocol.Sandbox) error {
+// (httpfs must be loaded for an s3:// prefix to stay one), and lock_configuration comes last. All
+// of it is one call where httpfs is known loaded (each call of its own costs a job about a fifth
+// of a millisecond, and listing the extensions a millisecond).
+func applySandbox(ctx context.Context, in *Instance, sb *protocol.Sandbox) error {
 	stmts := []string{
 		"SET autoinstall_known_extensions = false",
 		"SET allow_community_extensions = false",
@@ -56,21 +58,23 @@ func applySandbox(ctx context.Context, conn *sql.Conn, sb *protocol.Sandbox) err
 	for _, d := range sb.AllowedDirectories {
 		remote = remote || strings.Contains(d, "://")
 	}
-	if remote {
+	if remote && !in.loaded["httpfs"] {
 		stmts = append(stmts, "LOAD httpfs")
 	}
-	for _, st := range stmts {
-		if _, err := conn.ExecContext(ctx, st); err != nil {
-			return fmt.Errorf("sandbox: %s: %w", st, err)
+	if !in.loaded["httpfs"] {
+		if _, err := in.Conn.ExecContext(ctx, strings.Join(stmts, ";\n")); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
 		}
+		stmts = nil
+		// A setup statement may have loaded it.
+		var httpfs bool
+		if err := in.Conn.QueryRowContext(ctx,
+			"SELECT count(*) > 0 FROM duckdb_extensions() WHERE extension_name = 'httpfs' AND loaded").Scan(&httpfs); err != nil {
+			return fmt.Errorf("sandbox: is httpfs loaded: %w", err)
+		}
+		in.loaded["httpfs"] = httpfs
 	}
-	var httpfs bool
-	if err := conn.QueryRowContext(ctx,
-		"SELECT count(*) > 0 FROM duckdb_extensions() WHERE extension_name = 'httpfs' AND loaded").Scan(&httpfs); err != nil {
-		return fmt.Errorf("sandbox: is httpfs loaded: %w", err)
-	}
-	stmts = nil
-	if httpfs {
+	if in.loaded["httpfs"] {
 		stmts = append(stmts, "SET s3_url_compatibility_mode = true")
 	}
 	stmts = append(stmts,
@@ -79,9 +83,7 @@ func applySandbox(ctx context.Context, conn *sql.Conn, sb *protocol.Sandbox) err
 		"SET enable_external_access = false",
 		"SET allowed_configs = "+list(sandboxConfigs),
 		"SET lock_configuration = true")
-	// One call for all of them (DuckDB runs them in order and stops at the first that fails):
-	// each call of its own cost a job about a fifth of a millisecond.
-	if _, err := conn.ExecContext(ctx, strings.Join(stmts, ";\n")); err != nil {
+	if _, err := in.Conn.ExecContext(ctx, strings.Join(stmts, ";\n")); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	return nil

@@ -28,6 +28,11 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 	preload := fs.String("preload", "", "extensions to load before the job arrives")
 	readyFD := fs.Int("ready-fd", 0, "file descriptor that gets a byte once the preload is done, and another once the result is written")
 	oomScore := fs.Int("oom-score-adj", 0, "oom_score_adj to set before anything else (0: leave it)")
+	var expect engine.Settings
+	fs.StringVar(&expect.MemoryLimit, "memory-limit", "", "with --preload: memory_limit to set before the job arrives (a job asking for another sets its own)")
+	fs.IntVar(&expect.Threads, "threads", 0, "with --preload: threads to set before the job arrives")
+	fs.StringVar(&expect.TempDirectory, "temp-directory", "", "with --preload: temp_directory to set before the job arrives")
+	fs.StringVar(&expect.MaxTempDirectorySize, "max-temp-directory-size", "", "with --preload: max_temp_directory_size to set before the job arrives")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -50,6 +55,12 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 				// A failed warm-up leaves a spare as good as one without it.
 				if werr := in.WarmUp(ctx, "."); werr != nil {
 					fmt.Fprintf(stderr, "dataenv-runner: %v\n", werr)
+				}
+			}
+			if err == nil {
+				// A failure leaves them to the job, which sets them again.
+				if aerr := in.Apply(ctx, expect); aerr != nil {
+					fmt.Fprintf(stderr, "dataenv-runner: settings before the job: %v\n", aerr)
 				}
 			}
 			if ready != nil {

@@ -13,7 +13,9 @@ import (
 const usage = `dataenv-runner: run one DuckDB job (DuckDB 1.5.5 with ducklake, postgres_scanner, httpfs).
 
 Usage:
-  dataenv-runner [--oom-score-adj N] [--extension-dir DIR --preload NAME,... [--ready-fd N]] < job.json
+  dataenv-runner [--oom-score-adj N] [--extension-dir DIR --preload NAME,... [--ready-fd N]
+                 [--memory-limit SIZE] [--threads N] [--temp-directory DIR]
+                 [--max-temp-directory-size SIZE]] < job.json
       Read one job as JSON on stdin (runner/protocol.Request: blocks, args, memory_limit,
       threads, temp_directory, max_result_bytes, result_path, collect_last_only,
       extension_directory) and write the response JSON to result_path. This is how the
@@ -21,7 +23,10 @@ Usage:
       Exit status: 0 success, 1 the job failed (error in the result file), 2 bad request.
       With --preload, DuckDB opens and loads those extensions from DIR while the job is
       still on its way, then writes a byte to file descriptor N: how the client keeps a
-      warm spare; a second byte there says the result file is whole, before the exit. --oom-score-adj sets the process's oom_score_adj before anything else.
+      warm spare; a second byte there says the result file is whole, before the exit. The
+      settings given with it are set before the job arrives too (the job's own, when they
+      differ, replace them). --oom-score-adj sets the process's oom_score_adj before anything
+      else.
 
   dataenv-runner run [flags] --sql 'SQL' [--sql 'SQL' ...]
       Run SQL blocks by hand and print the response JSON on stdout. For debugging: SQL given

@@ -131,6 +131,11 @@ func (h *Handlers) client() (*client.Client, error) {
 	if rc.Logger == nil {
 		rc.Logger = h.log
 	}
+	// Spares set the installation's default limits ahead: a job of a workspace without limits
+	// of its own then sets none of them.
+	var def client.Job
+	(&jobLimits{Limits: h.cfg.Limits}).apply(&def, false)
+	rc.SpareJob = client.SpareJob{MemoryLimit: def.MemoryLimit, Threads: def.Threads, DiskCap: def.DiskCap}
 	c, err := client.New(rc)
 	if err != nil {
 		return nil, request.Refusef("DuckDB jobs are unavailable: %v", err)
