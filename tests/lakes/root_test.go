@@ -272,3 +272,21 @@ func TestRunRecordsTablesMadeOutsideMaterialize(t *testing.T) {
 		t.Fatalf("record of the table made by a run, once the next run is done: %s; want outside materialized", got)
 	}
 }
+
+// A materialization's SQL runs before dataenv's own statements on the same DuckDB connection:
+// macros it makes under the names of the functions those statements call (max,
+// ducklake_snapshots) do not change what is recorded.
+func TestMaterializeRecordIsNotForgedByTheJobsMacros(t *testing.T) {
+	e, _ := lakeEnv(t, storageKinds[0])
+	forge := attachMain + "CREATE MACRO max(x) AS 999999;\n" +
+		"CREATE TEMP MACRO ducklake_snapshots(c) AS TABLE SELECT 888888 AS snapshot_id;\n"
+	m := e.materialize("prod", "ducklake://main/t", forge+"SELECT range AS id FROM range(3)", "replace")
+	snap, ok := m["snapshot_id"].(float64)
+	if !ok || snap >= 888888 || m["row_count"] != float64(3) {
+		t.Fatalf("materialize result %v: the job's macros were read as the snapshot", m)
+	}
+	real := queryString(t, e.conn, `SELECT snapshot_id::text FROM dataenv.materialization_list WHERE workspace = 'prod' AND table_name = 't'`)
+	if real != fmt.Sprint(int64(snap)) {
+		t.Fatalf("recorded snapshot %s, result's %v", real, snap)
+	}
+}

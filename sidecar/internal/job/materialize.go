@@ -125,12 +125,14 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	if done {
 		// A previous attempt committed the write (its snapshot carries this request's id) and
 		// died before recording it: record it without writing again.
-		write = fmt.Sprintf("SELECT count(*) FROM ducklake_table_insertions(%s, 'main', %s, %d, %d)",
+		write = fmt.Sprintf("SELECT count(*) FROM system.main.ducklake_table_insertions(%s, 'main', %s, %d, %d)",
 			lake.Literal(plan.TargetAlias), lake.Literal(tableName(args.Target)), snap, snap)
 		commit = "SELECT 0"
 		out.Notes = append(out.Notes, "the write was committed by an earlier attempt of this request; not repeated")
 	}
-	summary := fmt.Sprintf(`SELECT (SELECT max(snapshot_id) FROM ducklake_snapshots(%s)) AS snapshot_id,
+	// The job's own SQL ran before on this connection and may have made macros named like any
+	// function (max, ducklake_snapshots): what is recorded reads DuckDB's own, by their full names.
+	summary := fmt.Sprintf(`SELECT (SELECT system.main.max(snapshot_id) FROM system.main.ducklake_snapshots(%s)) AS snapshot_id,
        (SELECT count(*) FROM %s) AS total_rows`, lake.Literal(plan.TargetAlias), table)
 	res, err := h.runJob(ctx, plan, lim, []string{plan.SQL, write, commit, summary, "DESCRIBE " + table}, false, args.MaxResultBytes)
 	if err == nil {
