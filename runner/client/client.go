@@ -76,9 +76,6 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 	}
 	p.memoryValue = fmt.Sprintf("%d MB", job.MemoryMax>>20)
 	p.watch(c.diskCap(job), job.WatchDirs, c.cfg.SpillPoll)
-	if job.DiskCap > 0 {
-		req.MaxTempDirectorySize = diskCapSetting(job.DiskCap)
-	}
 	req.ExtensionDirectory = c.extDirInside(mode)
 	req.TempDirectory = p.work.spillInside()
 	req.ResultPath = p.work.resultInside()

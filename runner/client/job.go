@@ -121,9 +121,13 @@ func (j Job) request(cfg Config) (*protocol.Request, error) {
 	if mem == "" {
 		mem = cfg.MemoryLimit
 	}
-	return &protocol.Request{
+	req := &protocol.Request{
 		Mode: protocol.ModeRun, Setup: j.Setup, Probes: j.Probes, Blocks: j.Blocks, Args: args, MemoryLimit: mem,
 		Threads: j.Threads, MaxResultBytes: maxBytes, CollectLastOnly: j.CollectLastOnly,
 		TestHook: j.TestHook,
-	}, nil
+	}
+	if j.DiskCap > 0 {
+		req.MaxTempDirectorySize = fmt.Sprintf("%dKiB", j.DiskCap>>10)
+	}
+	return req, nil
 }

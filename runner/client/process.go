@@ -83,28 +83,27 @@ func (c *Client) spawn(mode Isolation, preload bool, mounts []Mount) (*process, 
 	return p, nil
 }
 
-// spareSettings are the runner flags that set, ahead of the job, the settings Run will send a
-// job of Config.SpareJob on a spare in w (the same strings, so that the runner sees them equal).
+// spareSettings are the runner flags that set, ahead of the job, the settings a job of
+// Config.SpareJob sends on a spare in w: made by the same Job.request, so the runner sees them
+// equal.
 func (c *Client) spareSettings(w *workDir) []string {
+	sj := c.cfg.SpareJob
+	req, err := Job{MemoryLimit: sj.MemoryLimit, Threads: sj.Threads, DiskCap: sj.DiskCap}.request(c.cfg)
+	if err != nil { // only a job's Args can fail to encode, and this one has none
+		return nil
+	}
 	args := []string{"--temp-directory", w.spillInside()}
-	mem := c.cfg.SpareJob.MemoryLimit
-	if mem == "" {
-		mem = c.cfg.MemoryLimit
+	if req.MemoryLimit != "" {
+		args = append(args, "--memory-limit", req.MemoryLimit)
 	}
-	if mem != "" {
-		args = append(args, "--memory-limit", mem)
+	if req.Threads > 0 {
+		args = append(args, "--threads", strconv.Itoa(req.Threads))
 	}
-	if n := c.cfg.SpareJob.Threads; n > 0 {
-		args = append(args, "--threads", strconv.Itoa(n))
-	}
-	if d := c.cfg.SpareJob.DiskCap; d > 0 {
-		args = append(args, "--max-temp-directory-size", diskCapSetting(d))
+	if req.MaxTempDirectorySize != "" {
+		args = append(args, "--max-temp-directory-size", req.MaxTempDirectorySize)
 	}
 	return args
 }
-
-// diskCapSetting is DuckDB's max_temp_directory_size for a disk cap of bytes.
-func diskCapSetting(bytes int64) string { return fmt.Sprintf("%dKiB", bytes>>10) }
 
 // watch starts the disk watchdog of the job the runner takes: its work directory and the growth
 // of dirs count toward limit. It ends when the runner has exited (a job that ends well never

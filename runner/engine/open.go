@@ -67,17 +67,18 @@ type Settings struct {
 // (setting memory_limit alone costs DuckDB about a millisecond).
 func (in *Instance) Apply(ctx context.Context, s Settings) error {
 	var stmts []string
-	if s.MemoryLimit != "" && s.MemoryLimit != in.applied.MemoryLimit {
-		stmts = append(stmts, "SET memory_limit = "+quote(s.MemoryLimit))
+	next := in.applied
+	if s.MemoryLimit != "" && s.MemoryLimit != next.MemoryLimit {
+		stmts, next.MemoryLimit = append(stmts, "SET memory_limit = "+quote(s.MemoryLimit)), s.MemoryLimit
 	}
-	if s.Threads > 0 && s.Threads != in.applied.Threads {
-		stmts = append(stmts, fmt.Sprintf("SET threads = %d", s.Threads))
+	if s.Threads > 0 && s.Threads != next.Threads {
+		stmts, next.Threads = append(stmts, fmt.Sprintf("SET threads = %d", s.Threads)), s.Threads
 	}
-	if s.TempDirectory != "" && s.TempDirectory != in.applied.TempDirectory {
-		stmts = append(stmts, "SET temp_directory = "+quote(s.TempDirectory))
+	if s.TempDirectory != "" && s.TempDirectory != next.TempDirectory {
+		stmts, next.TempDirectory = append(stmts, "SET temp_directory = "+quote(s.TempDirectory)), s.TempDirectory
 	}
-	if s.MaxTempDirectorySize != "" && s.MaxTempDirectorySize != in.applied.MaxTempDirectorySize {
-		stmts = append(stmts, "SET max_temp_directory_size = "+quote(s.MaxTempDirectorySize))
+	if s.MaxTempDirectorySize != "" && s.MaxTempDirectorySize != next.MaxTempDirectorySize {
+		stmts, next.MaxTempDirectorySize = append(stmts, "SET max_temp_directory_size = "+quote(s.MaxTempDirectorySize)), s.MaxTempDirectorySize
 	}
 	if len(stmts) == 0 {
 		return nil
@@ -88,25 +89,8 @@ func (in *Instance) Apply(ctx context.Context, s Settings) error {
 		in.applied = Settings{}
 		return fmt.Errorf("%s: %w", strings.Join(stmts, "; "), err)
 	}
-	in.applied = in.applied.merge(s)
+	in.applied = next
 	return nil
-}
-
-// merge is a with the fields s sets replaced.
-func (a Settings) merge(s Settings) Settings {
-	if s.MemoryLimit != "" {
-		a.MemoryLimit = s.MemoryLimit
-	}
-	if s.Threads > 0 {
-		a.Threads = s.Threads
-	}
-	if s.TempDirectory != "" {
-		a.TempDirectory = s.TempDirectory
-	}
-	if s.MaxTempDirectorySize != "" {
-		a.MaxTempDirectorySize = s.MaxTempDirectorySize
-	}
-	return a
 }
 
 // Close releases the connection and the database.
