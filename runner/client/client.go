@@ -100,7 +100,7 @@ func (c *Client) Run(ctx context.Context, job Job) (*Result, error) {
 		return nil, err
 	}
 	return &Result{
-		Results: resp.Results, Probes: resp.Probes, Isolation: mode, Warm: warm, Duration: time.Since(start),
+		Results: resp.Results, Probes: resp.Probes, Isolation: mode, Warm: warm, Duration: time.Since(start), Phases: resp.Phases,
 		Stdout: p.stdout.String(), Stderr: p.stderr.String(),
 		StdoutBytes: p.stdout.Total(), StderrBytes: p.stderr.Total(),
 	}, nil

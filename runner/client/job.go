@@ -75,6 +75,8 @@ type Result struct {
 	// Warm is true when the job ran on a spare runner started ahead of it.
 	Warm     bool
 	Duration time.Duration
+	// Phases is where the runner's part of Duration went.
+	Phases protocol.Phases
 }
 
 // Mount is a host directory bound into the jail at the same path.

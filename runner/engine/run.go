@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/dataenv/dataenv/runner/protocol"
 )
@@ -29,13 +30,21 @@ func Run(ctx context.Context, req *protocol.Request, hook BlockHook) *protocol.R
 func RunOn(ctx context.Context, in *Instance, req *protocol.Request, hook BlockHook) *protocol.Response {
 	resp := &protocol.Response{Results: []protocol.Result{}}
 	conn := in.Conn
+	ph := &resp.Phases
+	mark := time.Now()
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d, mark = now.Sub(mark), now
+	}
 	err := in.Apply(ctx, Settings{MemoryLimit: req.MemoryLimit, Threads: req.Threads, TempDirectory: req.TempDirectory,
 		MaxTempDirectorySize: req.MaxTempDirectorySize})
 	if err == nil {
 		err = setArgs(ctx, conn, req.Args)
 	}
+	lap(&ph.Settings)
 	if err == nil {
 		err = runSetup(ctx, conn, req.Setup)
+		lap(&ph.Setup)
 	}
 	limit := req.MaxResultBytes
 	if limit <= 0 {
@@ -43,14 +52,17 @@ func RunOn(ctx context.Context, in *Instance, req *protocol.Request, hook BlockH
 	}
 	if err == nil {
 		resp.Probes, err = runProbes(ctx, conn, req.Probes, protocol.MaxProbeBytes)
+		lap(&ph.Probes)
 	}
 	if err == nil && req.Sandbox != nil {
 		err = applySandbox(ctx, in, req.Sandbox)
+		lap(&ph.Sandbox)
 	}
 	if err != nil {
 		resp.Error, resp.ErrorBlock = err.Error(), -1
 		return resp
 	}
+	defer lap(&ph.Blocks)
 	c := newCollector(limit)
 	for i, block := range req.Blocks {
 		res, err := c.query(ctx, conn, i, block)

@@ -6,7 +6,10 @@
 // that is on stdin: never in argv or in the runner's environment.
 package protocol
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Request modes.
 const (
@@ -115,6 +118,23 @@ type Response struct {
 	// Error is set when a block failed; ErrorBlock is its index.
 	Error      string `json:"error,omitempty"`
 	ErrorBlock int    `json:"error_block,omitempty"`
+	// Phases is how long the runner spent on each part of the job, up to where it ended.
+	Phases Phases `json:"phases"`
+}
+
+// Phases are the parts of a job in the runner, in the order they run. The process's start and
+// DuckDB's open are not among them: a spare runner has done those before its job arrives.
+type Phases struct {
+	// Settings is the job's limits and arguments made DuckDB settings and variables.
+	Settings time.Duration `json:"settings"`
+	// Setup is the Setup statements: dataenv's attaches and secrets.
+	Setup time.Duration `json:"setup"`
+	// Probes is the Probes statements.
+	Probes time.Duration `json:"probes"`
+	// Sandbox is closing DuckDB's door on the job's SQL.
+	Sandbox time.Duration `json:"sandbox"`
+	// Blocks is the job's own SQL, its rows collected.
+	Blocks time.Duration `json:"blocks"`
 }
 
 // Result is the outcome of one block: column names and types in the statement's order and rows

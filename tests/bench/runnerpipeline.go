@@ -39,7 +39,13 @@ type PipelineRow struct {
 	// Claim (insert to the handler's start), Run (the handler: resolve, job, result) and
 	// Outcome (the outcome UPDATE to the client seeing it): medians.
 	Claim, Run, Outcome time.Duration
+	// Phases are the medians of the jobs' phases in the runner, as their results report them
+	// (settings, attach, probe, sandbox, sql).
+	Phases map[string]time.Duration
 }
+
+// pipelinePhases are the phases of a job's result the pipeline table shows, in their order.
+var pipelinePhases = []string{"settings", "attach", "probe", "sandbox", "sql"}
 
 // PipelineReport is the pipeline rows and the ping round trip through the same sidecars.
 type PipelineReport struct {
@@ -119,6 +125,7 @@ func pipelineJobs(ctx context.Context, env *Env, warm *bench.Warm, bin, isolatio
 func (s *benchSidecar) timeJobs(ctx context.Context, warm *bench.Warm, isolation string, paced bool, n int) (PipelineRow, error) {
 	row := PipelineRow{Isolation: isolation, Paced: paced}
 	var times, bases, overs, claims, runs, outcomes []time.Duration
+	phases := map[string][]time.Duration{}
 	spares := 0
 	for i := 0; i < n+2; i++ {
 		if paced {
@@ -145,16 +152,31 @@ func (s *benchSidecar) timeJobs(ctx context.Context, warm *bench.Warm, isolation
 		times, claims, runs, outcomes = append(times, took), append(claims, claim), append(runs, run), append(outcomes, took-claim-run)
 		bases, overs = append(bases, base), append(overs, took-base)
 		var out struct {
-			Warm bool `json:"warm"`
+			Warm   bool              `json:"warm"`
+			Phases map[string]string `json:"phases"`
 		}
-		if json.Unmarshal(res, &out) == nil && out.Warm {
+		if err := json.Unmarshal(res, &out); err != nil {
+			return row, fmt.Errorf("the job's result: %w", err)
+		}
+		if out.Warm {
 			spares++
+		}
+		for _, p := range pipelinePhases {
+			d, err := time.ParseDuration(out.Phases[p])
+			if err != nil {
+				return row, fmt.Errorf("the job's phase %s: %w", p, err)
+			}
+			phases[p] = append(phases[p], d)
 		}
 	}
 	row.Median, row.P90 = percentile(times, 50), percentile(times, 90)
 	row.Claim, row.Run, row.Outcome = percentile(claims, 50), percentile(runs, 50), percentile(outcomes, 50)
 	row.Baseline, row.Overhead = percentile(bases, 50), percentile(overs, 50)
 	row.Note = fmt.Sprintf("%d of %d jobs on a warm spare", spares, n)
+	row.Phases = map[string]time.Duration{}
+	for p, ds := range phases {
+		row.Phases[p] = percentile(ds, 50)
+	}
 	return row, nil
 }
 
@@ -186,6 +208,23 @@ func renderRunnerPipeline(r PipelineReport) string {
 		fmt.Fprintf(&b, "| %s, %s | %s ms | %s ms | %s ms | %.2f× | %s ms | %s ms | %s / %s / %s ms | %s |\n", row.Isolation, how,
 			ms(row.Median), ms(row.P90), ms(row.Baseline), float64(row.Median)/float64(row.Baseline), ms(row.Overhead),
 			ms(row.Overhead-r.Ping), ms(row.Claim), ms(row.Run), ms(row.Outcome), row.Note)
+	}
+	b.WriteString("\nWhere the handler's time (run) went, from the phases each job's result reports (medians; the rest is the " +
+		"resolve before the runner gets the job, the request and the result between the processes, and the lake's table records " +
+		"written after it):\n\n| jobs run | run | " + strings.Join(pipelinePhases, " | ") + " | the rest |\n|" +
+		strings.Repeat(" --- |", len(pipelinePhases)+3) + "\n")
+	for _, row := range r.Rows {
+		how := "back to back"
+		if row.Paced {
+			how = "paced"
+		}
+		fmt.Fprintf(&b, "| %s, %s | %s ms |", row.Isolation, how, ms(row.Run))
+		rest := row.Run
+		for _, p := range pipelinePhases {
+			fmt.Fprintf(&b, " %s ms |", ms(row.Phases[p]))
+			rest -= row.Phases[p]
+		}
+		fmt.Fprintf(&b, " %s ms |\n", ms(rest))
 	}
 	return b.String()
 }

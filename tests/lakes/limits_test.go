@@ -215,24 +215,44 @@ func TestResultCapAndRetention(t *testing.T) {
 
 // Warm runners by default: the sidecar keeps spares (DuckDB open, extensions loaded), and each
 // job runs on one of its own (the client's tests show that a spare never takes a second job).
+// Each result says where the runner's time went: a job with a lake spent some on its attach and
+// on the lake's table list.
 func TestJobsRunOnWarmSpares(t *testing.T) {
 	e := newEnv(t)
+	mustExec(t, e.conn, `SELECT dataenv.add_storage('st', $1)`, "file://"+t.TempDir())
 	e.workspace("prod", "")
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
 	e.startSidecar()
-	for i := 0; i < 3; i++ {
-		row := e.runRow("prod", `SELECT 42`)
+	for i := 0; i < 4; i++ {
+		// (A SELECT 42 may take less than the tenth of a millisecond phases are rounded to.)
+		sql, timed := `SELECT 42`, []string{"sandbox"}
+		if i == 3 {
+			sql, timed = attachMain+sql, append(timed, "attach", "probe")
+		}
+		row := e.runRow("prod", sql)
 		var res struct {
-			Warm bool                `json:"warm"`
-			Rows [][]json.RawMessage `json:"rows"`
+			Warm   bool                `json:"warm"`
+			Rows   [][]json.RawMessage `json:"rows"`
+			Phases map[string]string   `json:"phases"`
 		}
 		if err := json.Unmarshal(row.Result, &res); err != nil || row.Status != "succeeded" {
 			t.Fatalf("job %d: %s %s %v", i, row.Status, deref(row.Error), err)
 		}
-		if i > 0 && !res.Warm {
+		if i > 0 && i < 3 && !res.Warm {
 			t.Fatalf("job %d did not run on a warm spare: %s", i, row.Result)
 		}
 		if string(res.Rows[0][0]) != "42" {
 			t.Fatalf("job %d: %s", i, row.Result)
+		}
+		for _, p := range []string{"settings", "attach", "probe", "sandbox", "sql"} {
+			if _, err := time.ParseDuration(res.Phases[p]); err != nil {
+				t.Fatalf("job %d: phase %s is %q (%v); want a duration: %s", i, p, res.Phases[p], err, row.Result)
+			}
+		}
+		for _, p := range timed {
+			if d, _ := time.ParseDuration(res.Phases[p]); d <= 0 {
+				t.Fatalf("job %d: phase %s took %s; want it timed: %s", i, p, res.Phases[p], row.Result)
+			}
 		}
 	}
 }

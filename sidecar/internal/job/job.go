@@ -156,6 +156,8 @@ type Result struct {
 	Duration      string   `json:"duration"`
 	// Warm is true when the job ran on a warm spare runner (started ahead, DuckDB open).
 	Warm bool `json:"warm,omitempty"`
+	// Phases is where the runner's part of Duration went.
+	Phases *Phases `json:"phases,omitempty"`
 }
 
 type runArgs struct {
@@ -186,7 +188,7 @@ func (h *Handlers) handleRun(ctx context.Context, req *request.Request, rep requ
 	}
 	plan.Record(ctx, res.Probes)
 	out := resultOf(res.Results[len(res.Results)-1], plan, res.Duration)
-	out.Warm = res.Warm
+	out.Warm, out.Phases = res.Warm, resultPhases(res.Phases)
 	if out.Truncated {
 		out.TruncatedNote = truncatedNote(out.RowCount, maxResultBytes(args.MaxResultBytes, h.cfg.MaxResultBytes))
 	}
@@ -249,6 +251,7 @@ func (h *Handlers) runJob(ctx context.Context, plan *lake.Plan, lim *jobLimits, 
 		return nil, jobError(plan, err)
 	}
 	h.crashes.forget(ctx)
+	h.observePhases(res.Phases)
 	if len(res.Results) == 0 {
 		return nil, errors.New("the DuckDB runner returned no result")
 	}

@@ -48,6 +48,7 @@ type Metrics struct {
 	lockWait         prometheus.Histogram
 	runnerJobs       *prometheus.CounterVec
 	runnerDuration   prometheus.Histogram
+	runnerPhases     *prometheus.HistogramVec
 	spillStops       prometheus.Counter
 	runnerCrashes    *prometheus.CounterVec
 	objectDeletes    *prometheus.CounterVec
@@ -96,7 +97,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 		m.lagBytes, m.lagSeconds, m.confirmedLSN, m.retainedWAL, m.slotRecreations,
 		m.leader, m.reconnects,
 		m.sideEffects, m.lockWait, m.objectDeletes,
-		m.runnerJobs, m.runnerDuration, m.spillStops, m.runnerCrashes, m.limitsHit,
+		m.runnerJobs, m.runnerDuration, m.runnerPhases, m.spillStops, m.runnerCrashes, m.limitsHit,
 		m.rescued, m.oldestUnfinished, m.forkExpirations, m.requestsPruned,
 		m.satellites.open, m.satellites.inUse,
 	}

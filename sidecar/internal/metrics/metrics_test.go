@@ -33,6 +33,7 @@ var families = map[string]string{
 	"dataenv_objectstore_deleted_objects_total":     "counter",
 	"dataenv_runner_jobs_total":                     "counter",
 	"dataenv_runner_job_duration_seconds":           "histogram",
+	"dataenv_runner_job_phase_seconds":              "histogram",
 	"dataenv_runner_spill_stops_total":              "counter",
 	"dataenv_runner_crashes_total":                  "counter",
 	"dataenv_requests_rescued_total":                "counter",

@@ -9,6 +9,9 @@ import (
 // runnerBuckets: 10 ms (a spawned runner costs ~50 ms before extensions load) to ~1.5 h.
 var runnerBuckets = prometheus.ExponentialBuckets(0.01, 4, 10)
 
+// phaseBuckets: 0.5 ms (a sandbox, a probe) to ~9 min.
+var phaseBuckets = prometheus.ExponentialBuckets(0.0005, 4, 11)
+
 // Runner job outcomes, the values of the outcome label of dataenv_runner_jobs_total.
 const (
 	RunnerSucceeded = "succeeded"
@@ -22,6 +25,10 @@ func (m *Metrics) addRunnerMetrics() {
 		"DuckDB runner jobs finished, by outcome (succeeded, failed, cancelled, crashed).", "outcome")
 	m.runnerDuration = histogram("runner_job_duration_seconds",
 		"Wall time of a runner job, from spawn to exit.", runnerBuckets)
+	m.runnerPhases = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace,
+		Name:    "runner_job_phase_seconds",
+		Help:    "Time a runner job spent in each phase (settings, attach, probe, sandbox, sql), spare warm-up not included.",
+		Buckets: phaseBuckets}, []string{"phase"})
 	m.spillStops = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace,
 		Name: "runner_spill_stops_total",
 		Help: "Runner jobs stopped because their temporary spill reached its limit."})
@@ -39,6 +46,14 @@ func (m *Metrics) RunnerJobFinished(outcome string, d time.Duration) {
 	}
 	m.runnerJobs.WithLabelValues(outcome).Inc()
 	m.runnerDuration.Observe(d.Seconds())
+}
+
+// RunnerPhase observes the time a finished runner job spent in one phase (see job.Phases).
+func (m *Metrics) RunnerPhase(phase string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.runnerPhases.WithLabelValues(phase).Observe(d.Seconds())
 }
 
 // RunnerSpillStop counts a job stopped at its spill limit.

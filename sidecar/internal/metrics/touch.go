@@ -19,6 +19,7 @@ func (m *Metrics) TouchAll() {
 	m.LockWait(3 * time.Millisecond)
 	m.ObjectsDeleted(ResultDone, 2)
 	m.RunnerJobFinished(RunnerSucceeded, 100*time.Millisecond)
+	m.RunnerPhase("sql", 40*time.Millisecond)
 	m.RunnerSpillStop()
 	m.RunnerCrash("SIGKILL")
 	m.JobLimitHit("timeout")
