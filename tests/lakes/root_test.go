@@ -57,6 +57,9 @@ func TestRootRunAndMaterialize(t *testing.T) {
 			if m["row_count"] != float64(5) || m["snapshot_id"] == nil || m["status"] != "materialized" {
 				t.Fatalf("materialize result %v", m)
 			}
+			if ph, _ := m["phases"].(map[string]any); ph == nil || ph["attach"] == nil || ph["sql"] == nil || ph["attach"] == "0s" {
+				t.Fatalf("materialize result %v: want the job's phases, its attach timed", m)
+			}
 			// Without an ATTACH of its own, the query reads the target through __dataenv_target.
 			m = e.materialize("prod", "ducklake://main/orders", "SELECT 100 AS id, 'x' AS name, 7 AS amount", "append")
 			if m["row_count"] != float64(1) || m["total_rows"] != float64(6) {

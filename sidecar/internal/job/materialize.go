@@ -64,6 +64,8 @@ type Materialized struct {
 	// PromotedFrom is the fork whose version of the table dataenv.promote wrote (promote only).
 	PromotedFrom string   `json:"promoted_from,omitempty"`
 	Notes        []string `json:"notes,omitempty"`
+	// Phases is where the runner's time went (sql: the query, its write and dataenv's summary).
+	Phases *Phases `json:"phases,omitempty"`
 }
 
 func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
@@ -163,6 +165,7 @@ func (h *Handlers) write(ctx context.Context, req *request.Request, rep request.
 	if err := summarize(res.Results, out); err != nil {
 		return nil, err
 	}
+	out.Phases = resultPhases(res.Phases)
 	if seed && !done {
 		out.SeededFrom, out.SeededRows = plan.TargetDefersTo, out.TotalRows-out.RowCount
 	}
