@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/dataenv/dataenv/runner/protocol"
+	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 )
 
 // Phases is where a run job's time in its runner went, as its result shows it: a job slower
@@ -29,7 +30,8 @@ type phase struct {
 
 // phasesOf lists p under dataenv's names, in the order they ran.
 func phasesOf(p protocol.Phases) []phase {
-	return []phase{{"settings", p.Settings}, {"attach", p.Setup}, {"probe", p.Probes}, {"sandbox", p.Sandbox}, {"sql", p.Blocks}}
+	return []phase{{metrics.PhaseSettings, p.Settings}, {metrics.PhaseAttach, p.Setup}, {metrics.PhaseProbe, p.Probes},
+		{metrics.PhaseSandbox, p.Sandbox}, {metrics.PhaseSQL, p.Blocks}}
 }
 
 // resultPhases is p for a job's result, each rounded to a tenth of a millisecond.

@@ -68,6 +68,9 @@ func (m *Metrics) Init(kinds ...string) {
 	for _, l := range JobLimitLabels {
 		m.limitsHit.WithLabelValues(l)
 	}
+	for _, p := range RunnerPhaseLabels {
+		m.runnerPhases.WithLabelValues(p)
+	}
 	m.reconnects.WithLabelValues("replication")
 	m.slotRecreations.WithLabelValues("missing")
 }

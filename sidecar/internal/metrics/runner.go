@@ -48,6 +48,20 @@ func (m *Metrics) RunnerJobFinished(outcome string, d time.Duration) {
 	m.runnerDuration.Observe(d.Seconds())
 }
 
+// RunnerPhaseLabels are the values of the phase label of dataenv_runner_job_phase_seconds, in
+// the order a job runs them.
+var RunnerPhaseLabels = []string{PhaseSettings, PhaseAttach, PhaseProbe, PhaseSandbox, PhaseSQL}
+
+// Runner job phases (see runner/protocol.Phases): the job's limits made settings, dataenv's
+// attaches, the lake's table list, the sandbox, the job's own SQL.
+const (
+	PhaseSettings = "settings"
+	PhaseAttach   = "attach"
+	PhaseProbe    = "probe"
+	PhaseSandbox  = "sandbox"
+	PhaseSQL      = "sql"
+)
+
 // RunnerPhase observes the time a finished runner job spent in one phase (see job.Phases).
 func (m *Metrics) RunnerPhase(phase string, d time.Duration) {
 	if m == nil {
