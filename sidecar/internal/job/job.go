@@ -156,8 +156,8 @@ type Result struct {
 	Duration      string   `json:"duration"`
 	// Warm is true when the job ran on a warm spare runner (started ahead, DuckDB open).
 	Warm bool `json:"warm,omitempty"`
-	// Phases is where the runner's part of Duration went.
-	Phases *Phases `json:"phases,omitempty"`
+	// Phases is where the runner's part of Duration went: settings, attach, probe, sandbox, sql.
+	Phases map[string]string `json:"phases,omitempty"`
 }
 
 type runArgs struct {

@@ -65,7 +65,7 @@ type Materialized struct {
 	PromotedFrom string   `json:"promoted_from,omitempty"`
 	Notes        []string `json:"notes,omitempty"`
 	// Phases is where the runner's time went (sql: the query, its write and dataenv's summary).
-	Phases *Phases `json:"phases,omitempty"`
+	Phases map[string]string `json:"phases,omitempty"`
 }
 
 func (h *Handlers) handleMaterialize(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {

@@ -177,7 +177,7 @@ func driveOnce(m *metrics.Metrics, lsn uint64) {
 	m.ObjectsDeleted(metrics.ResultDone, 3)
 	m.RunnerJobFinished(metrics.RunnerSucceeded, 300*time.Millisecond)
 	m.RunnerJobFinished(metrics.RunnerCrashed, 2*time.Second)
-	for _, phase := range []string{"settings", "attach", "probe", "sandbox", "sql"} {
+	for _, phase := range metrics.RunnerPhaseLabels {
 		m.RunnerPhase(phase, 20*time.Millisecond)
 	}
 	m.RunnerSpillStop()

@@ -62,7 +62,7 @@ const (
 	PhaseSQL      = "sql"
 )
 
-// RunnerPhase observes the time a finished runner job spent in one phase (see job.Phases).
+// RunnerPhase observes the time a finished runner job spent in one phase.
 func (m *Metrics) RunnerPhase(phase string, d time.Duration) {
 	if m == nil {
 		return
