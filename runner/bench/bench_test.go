@@ -37,7 +37,7 @@ func TestOverheadReportsEveryVariant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.InProcess.Median <= 0 || rep.Spawned.Median <= 0 || rep.WarmSpare.Median <= 0 || rep.Isolation == "" {
+	if rep.InProcess.Median <= 0 || rep.Spawned.Median <= 0 || rep.WarmSpare.Median <= 0 || rep.WarmSpareWatched.Median <= 0 || rep.Isolation == "" {
 		t.Fatalf("incomplete report: %+v", rep)
 	}
 	if s := rep.String(); !strings.Contains(s, "warm spare runner") {

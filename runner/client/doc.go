@@ -33,8 +33,8 @@
 // Limits of one job: Job.Timeout (a *LimitError that also matches context.DeadlineExceeded),
 // Job.MemoryLimit and Job.Threads (DuckDB settings applied before the job's SQL, which the
 // sandbox's lock_configuration keeps it from raising), Job.DiskCap (DuckDB's
-// max_temp_directory_size and the watchdog's cap, which also counts what the job adds to
-// Job.WatchDirs, its local lake paths), and with Config.CgroupParent a memory cgroup of the
+// max_temp_directory_size and the watchdog's cap, which also counts the files the job writes
+// into Job.WatchDirs, its local lake paths, walking them only near the cap: see diskWatch), and with Config.CgroupParent a memory cgroup of the
 // runner's own whose limit is Job.MemoryMax (an OOM kill there is a *LimitError).
 //
 // With Config.WarmSpares (or WarmSpare, one) the client keeps that many runners per isolation

@@ -90,7 +90,7 @@ func (e *LimitError) Error() string {
 }
 
 // SpillError is a job stopped by the disk watchdog: its work directory (DuckDB's spill, the
-// jail's /tmp) plus what it added to Job.WatchDirs (local lake data paths) grew past the cap.
+// jail's /tmp) plus the files it wrote into Job.WatchDirs (local lake data paths) grew past the cap.
 type SpillError struct {
 	Used, Cap int64
 	// Watched is the part of Used written into Job.WatchDirs.

@@ -37,8 +37,8 @@ type Job struct {
 	// DiskCap, when positive, replaces Config.SpillCap for this job and is DuckDB's
 	// max_temp_directory_size (set before the job's SQL; a sandboxed job cannot raise it).
 	DiskCap int64
-	// WatchDirs are host directories (the job's writable local lake paths) whose growth while
-	// the job runs counts toward its disk cap, with its work directory.
+	// WatchDirs are host directories (the job's writable local lake paths): the files the job
+	// writes or rewrites there count toward its disk cap, with its work directory.
 	WatchDirs []string
 	// MaxResultBytes bounds the rows' JSON; 0 uses Config.MaxResultBytes.
 	MaxResultBytes int64
