@@ -265,14 +265,16 @@ func TestDropForkRetriedAfterARoleDropFault(t *testing.T) {
 // runs, and they are recorded once it is done).
 func TestRunRecordsTablesMadeOutsideMaterialize(t *testing.T) {
 	e, _ := lakeEnv(t, storageKinds[0])
-	e.run("prod", attachMain+"CREATE TABLE dl.made AS SELECT 1 AS x")
+	e.run("prod", attachMain+"CREATE TABLE dl.made AS SELECT 1 AS x, 'a' AS b; CREATE TABLE dl.other AS SELECT 2.5 AS y")
 	if r := e.run("prod", attachMain+"SELECT x FROM dl.made").rowsText(); r != "1" {
 		t.Fatalf("the table made by a run: %q", r)
 	}
-	got := queryString(t, e.conn, `SELECT coalesce(string_agg(source || ' ' || status, ', '), 'none')
-		FROM dataenv.materializations WHERE workspace = 'prod' AND table_name = 'made'`)
-	if got != "outside materialized" {
-		t.Fatalf("record of the table made by a run, once the next run is done: %s; want outside materialized", got)
+	got := queryString(t, e.conn, `SELECT coalesce(string_agg(table_name || ' ' || source || ' ' || status || ' ' ||
+			(SELECT string_agg(c->>'name' || ':' || (c->>'type'), ',' ORDER BY o) FROM jsonb_array_elements(columns) WITH ORDINALITY AS x(c, o)),
+			'; ' ORDER BY table_name), 'none')
+		FROM dataenv.materializations WHERE workspace = 'prod' AND table_name IN ('made', 'other')`)
+	if want := "made outside materialized x:int32,b:varchar; other outside materialized y:decimal(2,1)"; got != want {
+		t.Fatalf("records of the tables made by a run, once the next run is done: %s; want %s", got, want)
 	}
 }
 
