@@ -68,7 +68,7 @@ func (c *Client) argv(mode Isolation, w *workDir, mounts []Mount, runnerArgs []s
 
 // bwrapArgs confines the runner with bubblewrap: new namespaces except the network (jobs reach
 // catalogs and object stores), /usr read-only, a handful of /etc files, fresh /proc and a
-// read-only /dev, the work directory at /work (and /tmp inside it), the binary and the extension
+// read-only /dev, the work directory at /.dataenv-jail/work (and /tmp inside it), the binary and the extension
 // cache read-only, everything else read-only and empty. The sidecar's files and home are not
 // there.
 func bwrapArgs(bwrap string, cfg Config, w *workDir, mounts []Mount, runnerArgs []string) []string {

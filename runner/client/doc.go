@@ -5,7 +5,7 @@
 // reach argv or an environment), waits, reads the result file and removes the work directory.
 //
 //	Jailed   nsjail when installed, else bubblewrap: read-only /usr and a few files of /etc,
-//	         the work directory as the only writable place (/work, and /tmp inside it), the
+//	         the work directory as the only writable place (/.dataenv-jail/work, and /tmp in it), the
 //	         runner binary and the extension cache mounted read-only, nothing else of the host.
 //	Unshare  its own PID namespace, as `unshare --pid --fork` gives (made with clone flags, so
 //	         no wrapper hides the runner's exit status), the host's file system.

@@ -120,7 +120,7 @@ func TestJailMounts(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Read-only file system") {
 		t.Fatalf("write through a read-only mount: %v", err)
 	}
-	for _, bad := range []string{"relative", "/", "/tmp", "/work/x", "/opt/dataenv", "/proc/self", filepath.Join(data, "missing")} {
+	for _, bad := range []string{"relative", "/", "/tmp", "/.dataenv-jail/work", "/.dataenv-jail", "/proc/self", filepath.Join(data, "missing")} {
 		_, err := c.Run(context.Background(), client.Job{Mounts: []client.Mount{{Path: bad}}, Blocks: []string{"SELECT 1"}})
 		if err == nil || !strings.Contains(err.Error(), "mount") {
 			t.Errorf("mount %q: %v; want it refused", bad, err)
@@ -165,4 +165,29 @@ func copyFile(t *testing.T, from, to string) {
 	if err := os.WriteFile(to, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A lake kept where people keep their work (a repository checkout under /work, say, or an
+// install under /opt) is mounted at its own path: the jail's own directories are elsewhere. The
+// directory is made in this module's checkout, wherever it is.
+func TestJailMountsADirectoryInTheCheckout(t *testing.T) {
+	c, root := newClient(t, client.Config{Isolation: client.IsolationJailed})
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(wd, ".jail-mount-test-")
+	if err != nil {
+		t.Skipf("cannot write into the checkout: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	out := filepath.Join(dir, "out.csv")
+	if _, err := c.Run(context.Background(), client.Job{Mounts: []client.Mount{{Path: dir, Writable: true}},
+		Blocks: []string{"COPY (SELECT 42 AS answer) TO " + sqlString(out)}}); err != nil {
+		t.Fatalf("a job with a mount at %s: %v", dir, err)
+	}
+	if b, err := os.ReadFile(out); err != nil || !strings.Contains(string(b), "42") {
+		t.Fatalf("what the job wrote through the mount: %q, %v", b, err)
+	}
+	assertEmptyDir(t, root)
 }

@@ -90,10 +90,9 @@ type Mount struct {
 func checkMounts(ms []Mount) error {
 	for _, m := range ms {
 		p := filepath.Clean(m.Path)
-		if !filepath.IsAbs(m.Path) || p == "/" || p == "/tmp" || p == jailWork || strings.HasPrefix(p, jailWork+"/") ||
-			p == "/opt" || p == "/opt/dataenv" || strings.HasPrefix(p, "/opt/dataenv/") ||
+		if !filepath.IsAbs(m.Path) || p == "/" || p == "/tmp" || p == jailRoot || strings.HasPrefix(p, jailRoot+"/") ||
 			p == "/proc" || strings.HasPrefix(p, "/proc/") || p == "/dev" || strings.HasPrefix(p, "/dev/") {
-			return fmt.Errorf("mount %q: want an absolute directory that is not /, /tmp, /work, /opt/dataenv, /proc or /dev", m.Path)
+			return fmt.Errorf("mount %q: want an absolute directory that is not /, /tmp, %s, /proc or /dev, nor inside one of the last three", m.Path, jailRoot)
 		}
 		st, err := os.Stat(p)
 		if err != nil {

@@ -6,11 +6,14 @@ import (
 	"path/filepath"
 )
 
-// Paths inside a jail.
+// Paths inside a jail, all under jailRoot: a job's local lake is bound at its own host path, and
+// a lake kept under /work or /opt (a repository's checkout, an install directory) must not
+// collide with the jail's own directories.
 const (
-	jailWork      = "/work"
-	jailRunner    = "/opt/dataenv/dataenv-runner"
-	jailExtension = "/opt/dataenv/extensions"
+	jailRoot      = "/.dataenv-jail"
+	jailWork      = jailRoot + "/work"
+	jailRunner    = jailRoot + "/dataenv-runner"
+	jailExtension = jailRoot + "/extensions"
 )
 
 // workDir is a job's private directory: the only place its runner writes. DuckDB spills into
