@@ -2,6 +2,7 @@ package lakes_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -293,5 +294,40 @@ func TestMaterializeRecordIsNotForgedByTheJobsMacros(t *testing.T) {
 	real := queryString(t, e.conn, `SELECT snapshot_id::text FROM dataenv.materialization_list WHERE workspace = 'prod' AND table_name = 't'`)
 	if real != fmt.Sprint(int64(snap)) {
 		t.Fatalf("recorded snapshot %s, result's %v", real, snap)
+	}
+}
+
+// A passing fault while a fork's job reads its parent's lake catalog (a lost connection, a
+// sidecar that lost its leadership while it fenced) retries the job: it does not run without
+// the parent's attach, which the fork's defer views read.
+func TestForkJobRetriedAfterAFaultReadingItsParentsCatalog(t *testing.T) {
+	e := newEnv(t)
+	storageKinds[0].setup(t, e)
+	e.workspace("prod", "")
+	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
+	markers := t.TempDir()
+	marker := filepath.Join(markers, "lake.ancestor_catalog.fail_once")
+	if err := os.WriteFile(marker, nil, 0o600); err != nil { // disarmed until the job below
+		t.Fatal(err)
+	}
+	e.startSidecar("DATAENV_CRASH_AT=lake.ancestor_catalog.fail_once", "DATAENV_CRASH_MARKER_DIR="+markers)
+	e.materialize("prod", "ducklake://main/orders", "SELECT range AS id FROM range(3)", "replace")
+	e.workspace("dev", "prod")
+	if r := e.run("dev", attachMain+"SELECT count(*) FROM dl.orders").rowsText(); r != "3" {
+		t.Fatalf("the fork's deferred read: %q", r)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	row := e.runRow("dev", attachMain+"SELECT count(*) FROM dl.orders")
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the injected fault did not strike: %v", err)
+	}
+	if row.Status != "succeeded" || row.Attempts < 2 {
+		t.Fatalf("the fork's job after a fault reading its parent's catalog: %s (attempt %d): %v", row.Status, row.Attempts, deref(row.Error))
+	}
+	var r jobResult
+	if err := json.Unmarshal(row.Result, &r); err != nil || r.rowsText() != "3" {
+		t.Fatalf("result %s (%v): want 3 rows deferred to the parent", row.Result, err)
 	}
 }

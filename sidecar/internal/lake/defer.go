@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/dataenv/dataenv/sidecar/internal/control"
+	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
+	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/sidecar/names"
 	"github.com/jackc/pgx/v5"
 )
@@ -76,8 +78,11 @@ func readMaterializations(ctx context.Context, q control.Querier, lake string, w
 
 // ancestorNodes lists the namespaces of lake up the chain, nearest first, skipping ancestors
 // without the lake, ancestors whose namespace was never bootstrapped (checked in that ancestor's
-// own catalog database) and unreachable ones (which disables only their defer). The workspace's
-// role is given read access to each namespace listed.
+// own catalog database) and ones that cannot be read for a lasting reason (which disables only
+// their defer). A passing failure (a lost connection, a server restarting, a sidecar that lost
+// its leadership while fencing) fails the attempt, which is retried: skipping the ancestor then
+// would run the job without the attach its fork's defer views read. The workspace's role is
+// given read access to each namespace listed.
 func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ancestorNode, error) {
 	var nodes []*ancestorNode
 	byKey := map[string]*ancestorNode{}
@@ -88,6 +93,9 @@ func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ances
 		}
 		s, err := res.storage(ctx, l.Storage)
 		if err != nil {
+			if passing(ctx, err) {
+				return nil, fmt.Errorf("ancestor %s: storage %q: %w", a.ID, l.Storage, err)
+			}
 			res.note("ancestor %s: %v; its tables are not deferred", a.ID, err)
 			continue
 		}
@@ -97,7 +105,13 @@ func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ances
 			continue
 		}
 		exists, err := res.namespaceExists(ctx, ns)
+		if err == nil {
+			err = request.Retryable(crashpoint.FailOnce(CrashAncestorCatalog)) // tests: a passing fault
+		}
 		if err != nil {
+			if passing(ctx, err) {
+				return nil, fmt.Errorf("ancestor %s: read its lake catalog: %w", a.ID, err)
+			}
 			res.note("ancestor %s: catalog unreachable (%v); its tables are not deferred", a.ID, err)
 			continue
 		}
@@ -119,6 +133,15 @@ func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ances
 		}
 	}
 	return nodes, nil
+}
+
+// CrashAncestorCatalog makes the first read of an ancestor's lake catalog fail with a passing
+// error (crashpoint.FailOnce, wrapped retryable), as a lost connection would.
+const CrashAncestorCatalog = "lake.ancestor_catalog.fail_once"
+
+// passing reports whether err is a failure that a later attempt may not meet.
+func passing(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || request.IsTransient(err)
 }
 
 func (res *resolution) note(format string, args ...any) {
