@@ -129,6 +129,9 @@ func (res *resolution) ancestorNodes(ctx context.Context, lake string) ([]*ances
 	// recorded first (as the namespace's farthest workspace, whose namespace it is).
 	for _, n := range nodes {
 		if _, err := res.recordOutsideTables(ctx, n.NS, res.ws.ID, n.Workspaces[len(n.Workspaces)-1], n.Workspaces); err != nil {
+			if passing(ctx, err) {
+				return nil, fmt.Errorf("ancestor %s: record the tables written outside dataenv: %w", n.Workspaces[0], err)
+			}
 			res.note("ancestor %s: tables written outside dataenv not checked: %v", n.Workspaces[0], err)
 		}
 	}
