@@ -29,8 +29,7 @@ type diskWatch struct {
 	free    map[uint64]uint64 // free bytes of each watched file system (by device) at the start
 	limit   int64
 	poll    time.Duration
-	every   time.Duration // the longest between two walks of the watched directories
-	walks   int           // walks of the watched directories so far (tests)
+	walks   int // walks of the watched directories so far (tests)
 }
 
 // watchedWalkEvery bounds how long a write the free-space loss does not show goes uncounted.
@@ -44,7 +43,7 @@ const mtimeSlack = 50 * time.Millisecond
 // systems have free. Nested directories are walked once.
 func newDiskWatch(work string, watched []string, limit int64, poll time.Duration) *diskWatch {
 	w := &diskWatch{work: work, watched: outermost(watched), since: time.Now().Add(-mtimeSlack), limit: limit,
-		poll: poll, every: watchedWalkEvery}
+		poll: poll}
 	w.free = freeSpace(w.watched)
 	return w
 }
@@ -105,7 +104,7 @@ func (w *diskWatch) run(ctx context.Context, exited <-chan struct{}, stop func(e
 		work := diskUsage(w.work)
 		if len(w.watched) > 0 {
 			lost := w.lost()
-			if work+written+(lost-lostAtWalk) > w.limit || time.Since(lastWalk) >= w.every {
+			if work+written+(lost-lostAtWalk) > w.limit || time.Since(lastWalk) >= watchedWalkEvery {
 				written, lostAtWalk, lastWalk = w.written(), lost, time.Now()
 			}
 		}

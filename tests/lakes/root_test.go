@@ -36,12 +36,12 @@ var storageKinds = []storageKind{
 }
 
 // lakeEnv is an env with a root workspace "prod" that has lake "main" on the given storage.
-func lakeEnv(t *testing.T, sk storageKind) (*env, string) {
+func lakeEnv(t *testing.T, sk storageKind, sidecarEnv ...string) (*env, string) {
 	e := newEnv(t)
 	url := sk.setup(t, e)
 	e.workspace("prod", "")
 	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
-	e.startSidecar()
+	e.startSidecar(sidecarEnv...)
 	return e, url
 }
 
@@ -301,16 +301,12 @@ func TestMaterializeRecordIsNotForgedByTheJobsMacros(t *testing.T) {
 // sidecar that lost its leadership while it fenced) retries the job: it does not run without
 // the parent's attach, which the fork's defer views read.
 func TestForkJobRetriedAfterAFaultReadingItsParentsCatalog(t *testing.T) {
-	e := newEnv(t)
-	storageKinds[0].setup(t, e)
-	e.workspace("prod", "")
-	mustExec(t, e.conn, `SELECT dataenv.add_lake('prod', 'main', 'instance', $1, 'st', 'lakes/main')`, e.catalog)
 	markers := t.TempDir()
 	marker := filepath.Join(markers, "lake.ancestor_catalog.fail_once")
 	if err := os.WriteFile(marker, nil, 0o600); err != nil { // disarmed until the job below
 		t.Fatal(err)
 	}
-	e.startSidecar("DATAENV_CRASH_AT=lake.ancestor_catalog.fail_once", "DATAENV_CRASH_MARKER_DIR="+markers)
+	e, _ := lakeEnv(t, storageKinds[0], "DATAENV_CRASH_AT=lake.ancestor_catalog.fail_once", "DATAENV_CRASH_MARKER_DIR="+markers)
 	e.materialize("prod", "ducklake://main/orders", "SELECT range AS id FROM range(3)", "replace")
 	e.workspace("dev", "prod")
 	if r := e.run("dev", attachMain+"SELECT count(*) FROM dl.orders").rowsText(); r != "3" {
