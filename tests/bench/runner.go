@@ -65,7 +65,7 @@ func (runnerSuite) Run(ctx context.Context, env *Env) (string, error) {
 	}
 	pr.Ping = percentile(pings, 50)
 	return fmt.Sprintf("## DuckDB job overhead (suite `runner`)\n\nMeasured on %s; the suite took %s; load average "+
-		"(1 min, from /proc/loadavg: it counts this suite's own threads, and each DuckDB extension load runs 13-43 for a moment; see docs/operations.md) %s at the start, %s at the end.\n\n%s\n%s\n%s",
+		"(1 min, from /proc/loadavg: it counts this suite's own threads, the extension loads of runners warming up among them: docs/operations.md) %s at the start, %s at the end.\n\n%s\n%s\n%s",
 		env.Machine(), time.Since(start).Round(time.Second), loadStart, loadAverage(), rep.String(), renderRunnerPipeline(pr),
 		runnerReading), nil
 }
