@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -105,4 +106,34 @@ func started(t *testing.T, c *client.Client, root string, job client.Job) *runni
 	})
 	members = group(pgid)
 	return &running{pgid: pgid, members: members, cancel: stop, errCh: errCh}
+}
+
+// threadsOf lists the thread ids of process pid.
+func threadsOf(pid int) []int {
+	var out []int
+	dirs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*", pid))
+	for _, d := range dirs {
+		if tid, err := strconv.Atoi(filepath.Base(d)); err == nil {
+			out = append(out, tid)
+		}
+	}
+	return out
+}
+
+// niceOf is the nice value of thread tid of process pid (-100 when it cannot be read).
+func niceOf(pid, tid int) int {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return -100
+	}
+	// Field 19 is the nice value; fields are counted from the state (field 3) after the last ')'.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(f) < 17 {
+		return -100
+	}
+	n, err := strconv.Atoi(f[16])
+	if err != nil {
+		return -100
+	}
+	return n
 }

@@ -55,3 +55,36 @@ func TestSandboxedJobSeesOnlyItsDirectories(t *testing.T) {
 		})
 	}
 }
+
+// A warm spare sets the part of the sandbox that is the same for every job before its job
+// arrives: the job on it is confined and locked all the same, and a job without a sandbox on a
+// spare runs with DuckDB's defaults.
+func TestSandboxOnAWarmSpare(t *testing.T) {
+	c, _ := newClient(t, client.Config{Isolation: client.IsolationPlain, WarmSpares: 1})
+	ctx := context.Background()
+	settings := `SELECT current_setting('autoinstall_known_extensions')::VARCHAR || ' ' ||
+		current_setting('s3_url_compatibility_mode')::VARCHAR || ' ' || current_setting('allowed_configs')::VARCHAR || ' ' ||
+		current_setting('lock_configuration')::VARCHAR`
+	for _, tc := range []struct {
+		sandbox *protocol.Sandbox
+		want    string
+	}{
+		{&protocol.Sandbox{}, "false true [TimeZone] true"},
+		{nil, "true false [] false"},
+	} {
+		if err := c.Prewarm(ctx, client.IsolationPlain); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Run(ctx, client.Job{Sandbox: tc.sandbox, Blocks: []string{settings}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(res.Results[0].Rows[0][0]); !res.Warm || got != `"`+tc.want+`"` {
+			t.Fatalf("sandbox %v: warm %v, settings %s; want a warm runner with %s", tc.sandbox, res.Warm, got, tc.want)
+		}
+	}
+	_, err := c.Run(ctx, client.Job{Sandbox: &protocol.Sandbox{}, Blocks: []string{"SET autoinstall_known_extensions = true"}})
+	if err == nil || !strings.Contains(err.Error(), "locked") {
+		t.Fatalf("a spare's job turning autoinstall back on: %v; want the locked configuration's refusal", err)
+	}
+}

@@ -176,7 +176,8 @@ func TestSpareReplacedAfterTheJobWhileAnotherIsLeft(t *testing.T) {
 }
 
 // A warm spare's result is read as soon as the runner says it is written, while the runner
-// still exits; its work directory is removed once it has exited, and Close waits for that. A
+// still exits, at the lowest priority (so that its exit does not compete with the outcome being
+// written); its work directory is removed once it has exited, and Close waits for that. A
 // runner built for the tests stays a while between its result and its exit (ExitDelayMS).
 func TestWarmResultIsReadWhileTheRunnerExits(t *testing.T) {
 	c, root := newClient(t, client.Config{Isolation: client.IsolationPlain, WarmSpares: 1})
@@ -197,6 +198,16 @@ func TestWarmResultIsReadWhileTheRunnerExits(t *testing.T) {
 	if len(group(pgid)) == 0 {
 		t.Fatal("the client waited for the runner to exit before it read the result")
 	}
+	// (It lowers its priority just after it says its result is written.)
+	eventually(t, 4*time.Second, "every thread of the exiting runner at nice 19", func() bool {
+		tids := threadsOf(pgid)
+		for _, tid := range tids {
+			if niceOf(pgid, tid) != 19 {
+				return false
+			}
+		}
+		return len(tids) > 0
+	})
 	c.Close()
 	if n := len(group(pgid)); n != 0 {
 		t.Fatalf("runner %d still has %d processes after Close", pgid, n)

@@ -20,6 +20,8 @@ type Instance struct {
 	applied Settings
 	// loaded are the extensions loaded by Open (preload) or by the sandbox.
 	loaded map[string]bool
+	// preset are the sandbox settings PresetSandbox made, by name.
+	preset map[string]bool
 }
 
 // Open starts an in-memory DuckDB whose extension_directory is extDir (see runner/extension)

@@ -36,8 +36,14 @@ func RunOn(ctx context.Context, in *Instance, req *protocol.Request, hook BlockH
 		now := time.Now()
 		*d, mark = now.Sub(mark), now
 	}
-	err := in.Apply(ctx, Settings{MemoryLimit: req.MemoryLimit, Threads: req.Threads, TempDirectory: req.TempDirectory,
-		MaxTempDirectorySize: req.MaxTempDirectorySize})
+	var err error
+	if req.Sandbox == nil {
+		err = in.unpreset(ctx) // a job without a sandbox runs as on a fresh instance
+	}
+	if err == nil {
+		err = in.Apply(ctx, Settings{MemoryLimit: req.MemoryLimit, Threads: req.Threads, TempDirectory: req.TempDirectory,
+			MaxTempDirectorySize: req.MaxTempDirectorySize})
+	}
 	if err == nil {
 		err = setArgs(ctx, conn, req.Args)
 	}
@@ -58,6 +64,7 @@ func RunOn(ctx context.Context, in *Instance, req *protocol.Request, hook BlockH
 		err = applySandbox(ctx, in, req.Sandbox)
 		lap(&ph.Sandbox)
 	}
+
 	if err != nil {
 		resp.Error, resp.ErrorBlock = err.Error(), -1
 		return resp

@@ -48,12 +48,13 @@ func runProbes(ctx context.Context, conn *sql.Conn, probes []string, limit int64
 // matters: the allowed lists are normalized by the file systems registered when they are set
 // (httpfs must be loaded for an s3:// prefix to stay one), and lock_configuration comes last. All
 // of it is one call where httpfs is known loaded (each call of its own costs a job about a fifth
-// of a millisecond, and listing the extensions a millisecond).
+// of a millisecond, and listing the extensions a millisecond). What a spare set ahead
+// (PresetSandbox) is not set again.
 func applySandbox(ctx context.Context, in *Instance, sb *protocol.Sandbox) error {
-	stmts := []string{
+	stmts := in.unlessPreset([]string{
 		"SET autoinstall_known_extensions = false",
 		"SET allow_community_extensions = false",
-	}
+	})
 	remote := false
 	for _, d := range sb.AllowedDirectories {
 		remote = remote || strings.Contains(d, "://")
@@ -75,18 +76,32 @@ func applySandbox(ctx context.Context, in *Instance, sb *protocol.Sandbox) error
 		in.loaded["httpfs"] = httpfs
 	}
 	if in.loaded["httpfs"] {
-		stmts = append(stmts, "SET s3_url_compatibility_mode = true")
+		stmts = append(stmts, in.unlessPreset([]string{"SET s3_url_compatibility_mode = true"})...)
 	}
-	stmts = append(stmts,
-		"SET allowed_directories = "+list(sb.AllowedDirectories),
-		"SET allowed_paths = "+list(sb.AllowedPaths),
-		"SET enable_external_access = false",
-		"SET allowed_configs = "+list(sandboxConfigs),
-		"SET lock_configuration = true")
+	stmts = append(stmts, "SET allowed_directories = "+list(sb.AllowedDirectories))
+	if len(sb.AllowedPaths) > 0 { // (empty is DuckDB's default)
+		stmts = append(stmts, "SET allowed_paths = "+list(sb.AllowedPaths))
+	}
+	stmts = append(stmts, "SET enable_external_access = false")
+	stmts = append(stmts, in.unlessPreset([]string{"SET allowed_configs = " + list(sandboxConfigs)})...)
+	stmts = append(stmts, "SET lock_configuration = true")
 	if _, err := in.Conn.ExecContext(ctx, strings.Join(stmts, ";\n")); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
+	in.preset = nil // part of the locked sandbox now
 	return nil
+}
+
+// unlessPreset is stmts (SET name = ...) but those PresetSandbox made already.
+func (in *Instance) unlessPreset(stmts []string) []string {
+	out := stmts[:0:0]
+	for _, st := range stmts {
+		name, _, _ := strings.Cut(strings.TrimPrefix(st, "SET "), " ")
+		if !in.preset[name] {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // list renders ss as a DuckDB list of string literals.

@@ -28,12 +28,16 @@ type sandboxed struct {
 }
 
 func newSandboxed(t *testing.T, sb *protocol.Sandbox, setup ...string) *sandboxed {
+	return newSandboxedOn(t, openInstance(t), sb, setup...)
+}
+
+// newSandboxedOn is newSandboxed on in (a spare's, say).
+func newSandboxedOn(t *testing.T, in *engine.Instance, sb *protocol.Sandbox, setup ...string) *sandboxed {
 	t.Helper()
 	dir, err := extension.Dir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := openInstance(t)
 	req := &protocol.Request{Setup: setup, Sandbox: sb, Blocks: []string{"SELECT 1"},
 		TempDirectory: filepath.Join(t.TempDir(), "spill"), ExtensionDirectory: dir}
 	if resp := engine.RunOn(context.Background(), in, req, nil); resp.Error != "" {
@@ -135,14 +139,34 @@ func TestSandboxConfinesFiles(t *testing.T) {
 }
 
 // The job cannot undo the sandbox or load code: configuration is locked (but TimeZone), no
-// INSTALL, no LOAD of a file.
+// INSTALL, no LOAD of a file; the same on a spare's instance, which set part of the sandbox
+// before its job arrived.
 func TestSandboxLocksConfiguration(t *testing.T) {
-	s := newSandboxed(t, &protocol.Sandbox{AllowedDirectories: []string{t.TempDir() + "/"}})
+	for _, preset := range []bool{false, true} {
+		t.Run(fmt.Sprintf("preset=%v", preset), func(t *testing.T) {
+			in := openInstance(t)
+			if preset {
+				if err := in.PresetSandbox(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lockedSandbox(t, newSandboxedOn(t, in, &protocol.Sandbox{AllowedDirectories: []string{t.TempDir() + "/"}}))
+		})
+	}
+}
+
+func lockedSandbox(t *testing.T, s *sandboxed) {
 	for _, q := range []string{"SET enable_external_access = true", "SET allowed_directories = ['/']", "RESET allowed_directories",
 		"SET allowed_paths = ['/etc/passwd']", "SET lock_configuration = false", "SET allowed_configs = ['memory_limit']",
 		"SET memory_limit = '100TB'", "SET s3_url_compatibility_mode = false", "SET s3_endpoint = 'evil:80'",
 		"SET autoinstall_known_extensions = true", "SET allow_unsigned_extensions = true"} {
 		s.refused(q, "the configuration has been locked")
+	}
+	for name, want := range map[string]string{"autoinstall_known_extensions": "false", "allow_community_extensions": "false",
+		"s3_url_compatibility_mode": "true", "allowed_configs": "[TimeZone]", "enable_external_access": "false"} {
+		if got := s.ok("SELECT current_setting('" + name + "')::VARCHAR"); got != want {
+			t.Errorf("%s is %s in the sandbox; want %s", name, got, want)
+		}
 	}
 	s.refused("INSTALL spatial", "disabled by configuration")
 	s.refused(fmt.Sprintf("LOAD %s", sqlString(filepath.Join(t.TempDir(), "x.duckdb_extension"))), "disabled through configuration")

@@ -62,6 +62,9 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 				if aerr := in.Apply(ctx, expect); aerr != nil {
 					fmt.Fprintf(stderr, "dataenv-runner: settings before the job: %v\n", aerr)
 				}
+				if perr := in.PresetSandbox(ctx); perr != nil {
+					fmt.Fprintf(stderr, "dataenv-runner: %v\n", perr)
+				}
 			}
 			if ready != nil {
 				// A byte, not just EOF: a jail may hold its own copy of the descriptor open.
@@ -88,8 +91,10 @@ func runJob(args []string, stdin io.Reader, stderr io.Writer) int {
 	}
 	if ready != nil && *preload != "" {
 		// The result is whole: the client may read it while this process exits (the exit of a
-		// process with DuckDB loaded takes the kernel several milliseconds).
+		// process with DuckDB loaded takes the kernel several milliseconds), at the lowest
+		// priority.
 		ready.Write([]byte{protocol.WrittenByte})
+		yieldExit()
 	}
 	afterResult(req)
 	if resp.Error != "" {

@@ -112,14 +112,22 @@ func (l *Locked) ConnectWorkspace(ctx context.Context, workspace, database strin
 // role: what a DuckDB job's postgres secret or a libpq tool run for the workspace uses, named
 // like WorkspaceConnConfig's connections and fenced first the same way. Close it.
 func (l *Locked) WorkspaceLibpq(ctx context.Context, workspace, database string) (*Libpq, error) {
+	_, lp, err := l.WorkspaceRoleLibpq(ctx, workspace, database)
+	return lp, err
+}
+
+// WorkspaceRoleLibpq is WorkspaceLibpq that also returns the role it converged, for a caller
+// that grants it something under the same hold of the lock.
+func (l *Locked) WorkspaceRoleLibpq(ctx context.Context, workspace, database string) (*WorkspaceRole, *Libpq, error) {
 	if err := l.admin.fenceForLibpq(ctx, l); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	role, pw, err := l.ensureWorkspaceRole(ctx, workspace)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return l.workspaceLibpq(ctx, role, pw, database)
+	lp, err := l.workspaceLibpq(ctx, role, pw, database)
+	return role, lp, err
 }
 
 // WorkspaceLibpqAt is WorkspaceLibpq for the role of a workspace not committed yet (see

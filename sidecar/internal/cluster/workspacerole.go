@@ -54,6 +54,13 @@ type workspaceRoleRecord struct {
 const workspaceRoleRecordSQL = `
 SELECT role, coalesce(role_oid, 0)::bigint, incarnation FROM dataenv.workspace_roles WHERE cluster = $1 AND workspace = $2`
 
+// workspaceAndRoleSQL is the workspace's incarnation with workspaceRoleRecordSQL's record (NULLs
+// when there is none): what a job's every attach reads, in one round trip.
+const workspaceAndRoleSQL = `
+SELECT w.created_at, r.role, coalesce(r.role_oid, 0)::bigint, r.incarnation
+  FROM dataenv.workspaces w LEFT JOIN dataenv.workspace_roles r ON r.cluster = $1 AND r.workspace = w.id
+ WHERE w.id = $2`
+
 func (l *Locked) workspaceRoleRecord(ctx context.Context, workspace string) (workspaceRoleRecord, error) {
 	var r workspaceRoleRecord
 	var oid int64
@@ -68,17 +75,24 @@ func (l *Locked) workspaceRoleRecord(ctx context.Context, workspace string) (wor
 	return r, nil
 }
 
-// workspaceIncarnation is the created_at of the workspace row (ErrNotFound-like refusal when none).
-func (l *Locked) workspaceIncarnation(ctx context.Context, workspace string) (time.Time, error) {
+// workspaceAndRole is workspaceIncarnation and workspaceRoleRecord in one query.
+func (l *Locked) workspaceAndRole(ctx context.Context, workspace string) (time.Time, workspaceRoleRecord, error) {
 	var at time.Time
-	err := l.Control().QueryRow(ctx, `SELECT created_at FROM dataenv.workspaces WHERE id = $1`, workspace).Scan(&at)
+	var r workspaceRoleRecord
+	var role *string
+	var oid int64
+	var inc *time.Time
+	err := l.Control().QueryRow(ctx, workspaceAndRoleSQL, l.cluster.Name, workspace).Scan(&at, &role, &oid, &inc)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return at, request.Refusef("no workspace named %q", workspace)
+		return at, r, request.Refusef("no workspace named %q", workspace)
 	}
 	if err != nil {
-		return at, retryable(fmt.Errorf("read workspace %q: %w", workspace, err))
+		return at, r, retryable(fmt.Errorf("read workspace %q and the record of its role: %w", workspace, err))
 	}
-	return at, nil
+	if role != nil && inc != nil {
+		r = workspaceRoleRecord{exists: true, role: *role, oid: uint32(oid), incarnation: *inc}
+	}
+	return at, r, nil
 }
 
 // installation is the control database's installation id (cached: it never changes).
@@ -159,20 +173,26 @@ func (l *Locked) EnsureWorkspaceRoleAt(ctx context.Context, workspace string, in
 
 // ensureWorkspaceRole is EnsureWorkspaceRole returning the settled password too.
 func (l *Locked) ensureWorkspaceRole(ctx context.Context, workspace string) (*WorkspaceRole, string, error) {
-	incarnation, err := l.workspaceIncarnation(ctx, workspace)
+	incarnation, rec, err := l.workspaceAndRole(ctx, workspace)
 	if err != nil {
 		return nil, "", err
 	}
-	return l.ensureWorkspaceRoleAt(ctx, workspace, incarnation)
+	return l.ensureWorkspaceRoleFrom(ctx, workspace, incarnation, rec)
 }
 
 // ensureWorkspaceRoleAt converges the role of workspace's incarnation.
 func (l *Locked) ensureWorkspaceRoleAt(ctx context.Context, workspace string, incarnation time.Time) (*WorkspaceRole, string, error) {
-	inst, err := l.admin.installation(ctx, l.Control())
+	rec, err := l.workspaceRoleRecord(ctx, workspace)
 	if err != nil {
 		return nil, "", err
 	}
-	rec, err := l.workspaceRoleRecord(ctx, workspace)
+	return l.ensureWorkspaceRoleFrom(ctx, workspace, incarnation, rec)
+}
+
+// ensureWorkspaceRoleFrom converges the role of workspace's incarnation from rec, the record of
+// its role read under the lock.
+func (l *Locked) ensureWorkspaceRoleFrom(ctx context.Context, workspace string, incarnation time.Time, rec workspaceRoleRecord) (*WorkspaceRole, string, error) {
+	inst, err := l.admin.installation(ctx, l.Control())
 	if err != nil {
 		return nil, "", err
 	}

@@ -73,25 +73,26 @@ func (a *Access) Grant(ctx context.Context, ns Namespace, workspace, access stri
 	return exists, nil
 }
 
-// GrantWithLibpq is Grant for the namespace a job attaches, followed under the same hold of the
-// lifecycle lock by what the job's attach needs: the catalog database checked bindable
-// (CheckBindableRecent) and the workspace role's libpq settings for it (what
-// cluster.Admin.BoundWorkspaceLibpq gives), so that the lock is taken, the cluster read and the
-// role checked once instead of twice. Close the Libpq.
+// GrantWithLibpq is Grant for the namespace a job attaches, with what the job's attach needs
+// under the same hold of the lifecycle lock: the workspace role's libpq settings for the catalog
+// (what cluster.Admin.BoundWorkspaceLibpq gives) and the catalog database checked bindable
+// (CheckBindableRecent). The lock is taken, the cluster read and the role converged once for
+// all three. Close the Libpq.
 func (a *Access) GrantWithLibpq(ctx context.Context, ns Namespace, workspace, access string, rep request.Reporter) (*cluster.Libpq, error) {
 	var lp *cluster.Libpq
 	err := a.clusters.WithLifecycleLock(ctx, ns.Lake.CatalogCluster, rep, func(ctx context.Context, l *cluster.Locked) error {
-		if _, err := a.grantHeld(ctx, l, ns, workspace, access); err != nil {
+		role, libpq, err := l.WorkspaceRoleLibpq(ctx, workspace, ns.Lake.CatalogDatabase)
+		if err != nil {
 			return err
 		}
-		if err := l.CheckBindableRecent(ctx, ns.Lake.CatalogDatabase); err != nil {
+		lp = libpq
+		if _, err := a.grantTo(ctx, l, ns, role, access); err != nil {
 			return err
 		}
-		var err error
-		lp, err = l.WorkspaceLibpq(ctx, workspace, ns.Lake.CatalogDatabase)
-		return err
+		return l.CheckBindableRecent(ctx, ns.Lake.CatalogDatabase)
 	})
 	if err != nil {
+		lp.Close() // nil-safe
 		return nil, fmt.Errorf("lake %q: give workspace %q %s access to its catalog: %w", ns.Lake.Name, workspace, access, err)
 	}
 	return lp, nil
@@ -103,6 +104,12 @@ func (a *Access) grantHeld(ctx context.Context, l *cluster.Locked, ns Namespace,
 	if err != nil {
 		return false, err
 	}
+	return a.grantTo(ctx, l, ns, role, access)
+}
+
+// grantTo is grantHeld for the workspace's role, converged already.
+func (a *Access) grantTo(ctx context.Context, l *cluster.Locked, ns Namespace, role *cluster.WorkspaceRole, access string) (bool, error) {
+	workspace := role.Workspace
 	// The role's OID is in the key: a workspace created again has a new role to grant to.
 	key := strings.Join([]string{ns.Key(), workspace, access, fmt.Sprint(role.OID)}, "\x00")
 	if a.cached(key) {
