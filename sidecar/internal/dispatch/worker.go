@@ -81,6 +81,9 @@ func (d *Dispatcher) process(ctx context.Context, e *entry) {
 		d.runHandler(ctx, e, h, e.req.Attempts, false)
 		return
 	}
+	// The requester is checked beside the claim (the handler's wrapper waits for the answer):
+	// both are round trips to the control database, and neither acts outside it.
+	auth := d.cfg.Registry.Preauthorize(ctx, &e.req)
 	c := d.claim(ctx, e)
 	ev := Event{Request: e.req.ID, Attempt: c.attempt, Reason: c.reason}
 	switch c.kind {
@@ -89,7 +92,7 @@ func (d *Dispatcher) process(ctx context.Context, e *entry) {
 		d.markDurable(e)
 		d.cfg.Signals.send(sigClaimed, ev)
 		crashpoint.HitOnce("dispatch.after_claim")
-		d.runHandler(ctx, e, h, c.attempt, true)
+		d.runHandler(request.WithAuthorization(ctx, auth), e, h, c.attempt, true)
 	case claimLater:
 		e.claimTries++
 		if e.claimTries == 10 {

@@ -69,7 +69,7 @@ type authorized struct {
 }
 
 func (a authorized) Handle(ctx context.Context, req *Request, rep Reporter) (any, error) {
-	if err := a.auth.Authorize(ctx, req); err != nil {
+	if err := a.authorize(ctx, req); err != nil {
 		if IsRefused(err) {
 			Report(ctx, rep, "authorization", "refused", err.Error())
 			return nil, err
