@@ -132,21 +132,25 @@ COMMENT ON FUNCTION dataenv.workspace_access(text, name) IS
 -- Whether role is (or is a member of) one of the workspace's member roles, its owner, or an
 -- administrator; answered only as dataenv.workspace_access answers.
 CREATE OR REPLACE FUNCTION dataenv.is_workspace_member(workspace text, role name) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT dataenv.workspace_access(workspace, role) IS NOT NULL
+BEGIN
+    RETURN dataenv.workspace_access(workspace, role) IS NOT NULL;
+END
 $$;
 COMMENT ON FUNCTION dataenv.is_workspace_member(text, name) IS
     'True when role may use the workspace (a member role or a member of one, its owner, or an administrator). False for roles that are not the session''s own, unless the session is an administrator''s.';
 
--- The caller may use the workspace: a member, its owner, or a dataenv administrator. (The SET
--- clause keeps it from being inlined into policies.)
+-- The caller may use the workspace: a member, its owner, or a dataenv administrator. (plpgsql,
+-- as the other helpers of every request insert: sqlapi/001; it is never inlined into policies.)
 CREATE OR REPLACE FUNCTION dataenv.can_use_workspace(workspace text) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT dataenv.workspace_access(can_use_workspace.workspace, current_user) IS NOT NULL
+BEGIN
+    RETURN dataenv.workspace_access(can_use_workspace.workspace, current_user) IS NOT NULL;
+END
 $$;
 COMMENT ON FUNCTION dataenv.can_use_workspace(text) IS
     'True when the current role may use the workspace: it is a member (directly or through a member role), its owner, or a dataenv administrator.';
@@ -154,13 +158,27 @@ COMMENT ON FUNCTION dataenv.can_use_workspace(text) IS
 -- The caller may administer the workspace (drop it, grant and revoke members): its owner or a
 -- dataenv administrator.
 CREATE OR REPLACE FUNCTION dataenv.can_own_workspace(workspace text) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT dataenv.workspace_access(can_own_workspace.workspace, current_user) IN ('owner', 'admin')
+BEGIN
+    RETURN dataenv.workspace_access(can_own_workspace.workspace, current_user) IN ('owner', 'admin');
+END
 $$;
 COMMENT ON FUNCTION dataenv.can_own_workspace(text) IS
     'True when the current role is the workspace''s owner (its creator, or a member of that role) or a dataenv administrator: who may drop it, grant and revoke its members.';
+
+-- Internal: whether a workspace exists, answered for any id as workspace_facts' found is.
+CREATE OR REPLACE FUNCTION dataenv.workspace_exists(id text) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN EXISTS (SELECT FROM dataenv.workspaces w WHERE w.id = workspace_exists.id);
+END
+$$;
+COMMENT ON FUNCTION dataenv.workspace_exists(text) IS
+    'Internal: whether a workspace exists (ids are unique, so create_workspace tells anyone that an id is taken anyway).';
 
 -- Internal: facts about a workspace. Existence is answered for any id (ids are unique, so
 -- create_workspace tells anyone that an id is taken anyway); whether it is a fork and its child

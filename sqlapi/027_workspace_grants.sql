@@ -12,7 +12,7 @@ GRANT SELECT ON dataenv.workspace_chain, dataenv.datatable_resolution, dataenv.f
 REVOKE ALL ON dataenv.workspace_chain_all, dataenv.datatable_resolution_all FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION
-    dataenv.workspace_facts(text), dataenv.fork_copy_leftovers(text), dataenv.is_workspace_member(text, name),
+    dataenv.workspace_facts(text), dataenv.workspace_exists(text), dataenv.fork_copy_leftovers(text), dataenv.is_workspace_member(text, name),
     dataenv.workspace_access(text, name), dataenv.can_own_workspace(text), dataenv.require_workspace_owner(text, text, text),
     dataenv.check_root_workspace_id(text, text), dataenv.check_fork_id(text, text, text),
     dataenv.workspace_leftovers(text), dataenv.workspace_leftovers__workspaces(text),
@@ -25,10 +25,11 @@ REVOKE EXECUTE ON FUNCTION
     dataenv.create_fork(text, text, jsonb, text[], interval, boolean), dataenv.drop_fork(text, boolean)
   FROM PUBLIC;
 -- workspace_access, workspace_facts and workspace_has_leftovers answer only for the session's own
--- roles (or to an administrator), so users may call them; workspace_leftovers and
--- fork_copy_leftovers tell about any id and stay internal.
+-- roles (or to an administrator), so users may call them; workspace_exists tells only what
+-- create_workspace tells anyone (and the job validators users run call it); workspace_leftovers
+-- and fork_copy_leftovers tell about any id and stay internal.
 GRANT EXECUTE ON FUNCTION
-    dataenv.workspace_facts(text), dataenv.workspace_access(text, name), dataenv.can_own_workspace(text),
+    dataenv.workspace_facts(text), dataenv.workspace_exists(text), dataenv.workspace_access(text, name), dataenv.can_own_workspace(text),
     dataenv.require_workspace_owner(text, text, text), dataenv.check_root_workspace_id(text, text),
     dataenv.check_fork_id(text, text, text), dataenv.workspace_has_leftovers(text), dataenv.bury_workspace(text),
     dataenv.create_workspace(text), dataenv.drop_workspace(text),

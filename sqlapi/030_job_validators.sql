@@ -21,7 +21,7 @@ BEGIN
         RAISE EXCEPTION '%: % may not use workspace % (or there is no such workspace)', fn, current_user, to_json(workspace)::text
             USING ERRCODE = '42501', HINT = 'The workspace''s owner grants it: dataenv.grant_workspace(workspace, role).';
     END IF;
-    IF NOT (dataenv.workspace_facts(workspace)).found THEN
+    IF NOT dataenv.workspace_exists(workspace) THEN
         RAISE EXCEPTION '%: no workspace named %', fn, to_json(workspace)::text USING ERRCODE = '22023';
     END IF;
 END

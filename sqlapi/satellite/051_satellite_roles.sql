@@ -33,29 +33,34 @@ AS $$ SELECT i.user_role, i.admin_role FROM dataenv.installation i $$;
 COMMENT ON FUNCTION dataenv.satellite_roles() IS
     'The roles of this satellite installation: user_role (GRANT it to whoever may make requests here) and admin_role (sees and cancels every request here).';
 
+-- plpgsql, as the control's (sqlapi/001): its plans are kept for the session.
 CREATE OR REPLACE FUNCTION dataenv.is_dataenv_admin(role name) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT EXISTS (
+BEGIN
+    RETURN EXISTS (
         SELECT FROM pg_catalog.pg_roles r
          WHERE r.rolname = role
            AND (r.rolsuper
                 OR pg_catalog.pg_has_role(r.oid, (SELECT i.admin_role FROM dataenv.installation i), 'MEMBER')
                 OR pg_catalog.pg_has_role(r.oid, (SELECT n.nspowner FROM pg_catalog.pg_namespace n
-                                                   WHERE n.nspname = 'dataenv'), 'MEMBER')))
+                                                   WHERE n.nspname = 'dataenv'), 'MEMBER')));
+END
 $$;
 COMMENT ON FUNCTION dataenv.is_dataenv_admin(name) IS
     'True for superusers, members of this satellite''s admin role and members of the dataenv schema''s owner (the installer, the sidecar''s role): this satellite''s administrators.';
 
 CREATE OR REPLACE FUNCTION dataenv.may_ask_about(role name) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT EXISTS (SELECT FROM pg_catalog.pg_roles r
+BEGIN
+    RETURN EXISTS (SELECT FROM pg_catalog.pg_roles r
                     WHERE r.rolname = may_ask_about.role
                       AND pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER'))
-        OR dataenv.is_dataenv_admin(session_user)
+        OR dataenv.is_dataenv_admin(session_user);
+END
 $$;
 COMMENT ON FUNCTION dataenv.may_ask_about(name) IS
     'True when the session''s user is role (or a member of it) or an administrator of this satellite.';
