@@ -27,6 +27,8 @@ type Env struct {
 	ForkSteps bool
 	// ForkClone (-fork-clone, default true): the forks suite measures the reflink clone rows.
 	ForkClone bool
+	// RunnerPipelineOnly (-runner-pipeline-only): the runner suite leaves out its overhead table.
+	RunnerPipelineOnly bool
 
 	exe       string
 	started   time.Time

@@ -39,6 +39,7 @@ func run() int {
 	noFsync := flag.Bool("no-fsync", false, "run the cluster with fsync and synchronous_commit off")
 	forkSizes := flag.String("fork-sizes", os.Getenv("DATAENV_BENCH_FORK_SIZES"), "forks suite: comma-separated parent sizes in tables (default 10,100,1000; env DATAENV_BENCH_FORK_SIZES); e.g. -only forks -fork-sizes 1000 -out /tmp/b.md measures one size while iterating (its section would replace the full one)")
 	forkClone := flag.Bool("fork-clone", true, "forks suite: also measure the PostgreSQL 18 reflink clone rows (false: leave them out, while iterating)")
+	pipelineOnly := flag.Bool("runner-pipeline-only", false, "runner suite: only the jobs through the request pipeline, not the overhead table (while iterating: its section would replace the full one; use -out)")
 	forkSteps := flag.Bool("fork-steps", false, "forks suite: print the steps (with their times) of every timed create_fork to stderr")
 	nice := flag.Int("nice", -10, "scheduling priority of this program, its workers and its Postgres (inherited); applied when permitted (root), so that other work on a shared machine disturbs the numbers less")
 	flag.Parse()
@@ -67,7 +68,7 @@ func run() int {
 		return 1
 	}
 	env.Quick, env.Profile, env.Fsync = *quick, *profile, !*noFsync
-	env.ForkSizes, env.ForkSteps, env.ForkClone = *forkSizes, *forkSteps, *forkClone
+	env.ForkSizes, env.ForkSteps, env.ForkClone, env.RunnerPipelineOnly = *forkSizes, *forkSteps, *forkClone, *pipelineOnly
 	if err := setNice(*nice); err == nil {
 		env.Nice = *nice
 	} else {
