@@ -48,6 +48,11 @@ func ReadLakes(ctx context.Context, q Querier, workspaces []string, name string)
 	if err != nil {
 		return nil, fmt.Errorf("read lakes: %w", err)
 	}
+	return collectLakes(rows)
+}
+
+// collectLakes reads the rows of lakesSQL (or of a query of the same columns).
+func collectLakes(rows pgx.Rows) (map[string]map[string]Lake, error) {
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Lake, error) {
 		var l Lake
 		var extra []byte
@@ -77,17 +82,25 @@ SELECT s.name, s.url, coalesce(sec.credentials, '{}'::jsonb)
 
 // ReadStorage reads a storage and its credentials (the sidecar's role only can).
 func ReadStorage(ctx context.Context, q Querier, name string) (Storage, error) {
-	var s Storage
-	var creds []byte
-	err := q.QueryRow(ctx, storageSQL, name).Scan(&s.Name, &s.URL, &creds)
+	s, err := scanStorage(q.QueryRow(ctx, storageSQL, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, fmt.Errorf("storage %q is not registered (SELECT name FROM dataenv.storage_info lists them)", name)
 	}
 	if err != nil {
 		return s, fmt.Errorf("read storage %q: %w", name, err)
 	}
+	return s, nil
+}
+
+// scanStorage reads a row of storageSQL's columns.
+func scanStorage(row pgx.Row) (Storage, error) {
+	var s Storage
+	var creds []byte
+	if err := row.Scan(&s.Name, &s.URL, &creds); err != nil {
+		return s, err
+	}
 	if err := json.Unmarshal(creds, &s.Creds); err != nil {
-		return s, fmt.Errorf("storage %q: credentials: %w", name, err)
+		return s, fmt.Errorf("storage %q: credentials: %w", s.Name, err)
 	}
 	return s, nil
 }

@@ -33,16 +33,19 @@ type Ancestor struct {
 // Orphaned reports whether the workspace is a fork whose parent is gone.
 func (w *Workspace) Orphaned() bool { return w.IsFork && w.Parent == "" }
 
-// workspaceSQL reads a workspace and its chain (parent is ON DELETE SET NULL, so a chain ends at
-// a root or at an orphaned fork).
-const workspaceSQL = `
+// chainCTE is workspace $1 and its ancestors, with their depth below it (parent is ON DELETE SET
+// NULL, so a chain ends at a root or at an orphaned fork).
+const chainCTE = `
 WITH RECURSIVE chain(depth, id, parent) AS (
     SELECT 0, w.id, w.parent FROM dataenv.workspaces w WHERE w.id = $1
     UNION ALL
     SELECT c.depth + 1, w.id, w.parent
       FROM chain c JOIN dataenv.workspaces w ON w.id = c.parent
      WHERE c.depth < 100
-)
+)`
+
+// workspaceSQL reads a workspace and its chain.
+const workspaceSQL = chainCTE + `
 SELECT w.id, w.is_fork, coalesce(w.parent, ''), w.shared_lakes, w.created_by::text,
        coalesce(w.created_by_request::text, '')
   FROM chain c JOIN dataenv.workspaces w ON w.id = c.id
@@ -54,6 +57,11 @@ func ReadWorkspace(ctx context.Context, q Querier, id string) (*Workspace, error
 	if err != nil {
 		return nil, fmt.Errorf("read workspace %q: %w", id, err)
 	}
+	return collectWorkspace(rows, id)
+}
+
+// collectWorkspace reads workspaceSQL's rows.
+func collectWorkspace(rows pgx.Rows, id string) (*Workspace, error) {
 	chain, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Workspace, error) {
 		var w Workspace
 		return w, r.Scan(&w.ID, &w.IsFork, &w.Parent, &w.SharedLakes, &w.CreatedBy, &w.CreatedByRequest)

@@ -186,7 +186,7 @@ ON CONFLICT (fork, lake, ancestor) DO UPDATE SET snapshot_id = EXCLUDED.snapshot
 // pins already keeps them (a create_fork that runs again after an interruption). The caller
 // holds the fork's workspace lock.
 func (r *Resolver) PinFork(ctx context.Context, fork string, keep bool, rep request.Reporter) ([]Pin, error) {
-	ws, err := r.workspace(ctx, fork)
+	c, err := r.chain(ctx, fork)
 	if err != nil {
 		return nil, err
 	}
@@ -195,10 +195,8 @@ func (r *Resolver) PinFork(ctx context.Context, fork string, keep bool, rep requ
 			return pins, err
 		}
 	}
-	res, err := r.newResolution(ctx, ws, nil, rep)
-	if err != nil {
-		return nil, err
-	}
+	ws := c.Workspace
+	res := r.newResolution(c, nil, rep)
 	defer res.plan.Close()
 	lakes := res.lakes
 	ancestors := make([]string, 0, len(ws.Ancestors))

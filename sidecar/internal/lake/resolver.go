@@ -184,43 +184,39 @@ type resolution struct {
 	ws       *control.Workspace
 	lakes    map[string]map[string]control.Lake
 	storages map[string]control.Storage
-	cats     *catalogs
-	plan     *Plan
-	target   *Target
-	rep      request.Reporter
+	// read are the storages read with the workspace (those of the chain's lakes)
+	read   map[string]control.Storage
+	cats   *catalogs
+	plan   *Plan
+	target *Target
+	rep    request.Reporter
 	// overlap: the records that may wait are left to the job's probes (ResolveRun)
 	overlap bool
 	// s3 storages that need a secret
 	s3 map[string]control.Storage
 }
 
-// workspace reads workspace, refusing one that does not exist.
-func (r *Resolver) workspace(ctx context.Context, id string) (*control.Workspace, error) {
-	ws, err := control.ReadWorkspace(ctx, r.Control, id)
+// chain reads workspace id with its chain, the chain's lakes and their storages (one round
+// trip), refusing a workspace that does not exist.
+func (r *Resolver) chain(ctx context.Context, id string) (*control.Chain, error) {
+	c, err := control.ReadChain(ctx, r.Control, id)
 	if err != nil {
 		if errors.Is(err, control.ErrNotFound) {
 			return nil, request.Refusef("no workspace named %q", id)
 		}
 		return nil, request.Retryable(err)
 	}
-	return ws, nil
+	return c, nil
 }
 
-// newResolution starts a resolution for ws: the lakes of ws and of its ancestors read, an empty
-// plan that owns the catalogs' connections (Plan.Close).
-func (r *Resolver) newResolution(ctx context.Context, ws *control.Workspace, target *Target, rep request.Reporter) (*resolution, error) {
-	ids := []string{ws.ID}
-	for _, a := range ws.Ancestors {
-		ids = append(ids, a.ID)
-	}
-	lakes, err := control.ReadLakes(ctx, r.Control, ids, "")
-	if err != nil {
-		return nil, request.Retryable(err)
-	}
-	res := &resolution{r: r, ws: ws, lakes: lakes, storages: map[string]control.Storage{}, cats: newCatalogs(r.Clusters, ws.ID),
-		plan: &Plan{}, target: target, rep: rep, s3: map[string]control.Storage{}}
+// newResolution starts a resolution for the workspace of c: an empty plan that owns the
+// catalogs' connections (Plan.Close).
+func (r *Resolver) newResolution(c *control.Chain, target *Target, rep request.Reporter) *resolution {
+	ws := c.Workspace
+	res := &resolution{r: r, ws: ws, lakes: c.Lakes, storages: map[string]control.Storage{}, read: c.Storages,
+		cats: newCatalogs(r.Clusters, ws.ID), plan: &Plan{}, target: target, rep: rep, s3: map[string]control.Storage{}}
 	res.plan.catalogs = res.cats
-	return res, nil
+	return res
 }
 
 // Resolve resolves sql for workspace. With target, the target lake is attached too (under the
@@ -237,14 +233,11 @@ func (r *Resolver) ResolveRun(ctx context.Context, workspace, sql string, rep re
 }
 
 func (r *Resolver) resolve(ctx context.Context, workspace, sql string, target *Target, rep request.Reporter, overlap bool) (*Plan, error) {
-	ws, err := r.workspace(ctx, workspace)
+	c, err := r.chain(ctx, workspace)
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.newResolution(ctx, ws, target, rep)
-	if err != nil {
-		return nil, err
-	}
+	res := r.newResolution(c, target, rep)
 	res.overlap = overlap
 	if err := res.rewrite(ctx, sql); err != nil {
 		res.plan.Close()
@@ -325,9 +318,12 @@ func (res *resolution) storage(ctx context.Context, name string) (control.Storag
 	if s, ok := res.storages[name]; ok {
 		return s, nil
 	}
-	s, err := control.ReadStorage(ctx, res.r.Control, name)
-	if err != nil {
-		return s, err
+	s, ok := res.read[name]
+	if !ok {
+		var err error
+		if s, err = control.ReadStorage(ctx, res.r.Control, name); err != nil {
+			return s, err
+		}
 	}
 	res.storages[name] = s
 	if s.IsS3() {
