@@ -112,17 +112,19 @@ func (a *Admin) WithLifecycleLock(ctx context.Context, cluster string, rep reque
 	stepName := "lifecycle lock of cluster " + cluster
 	waited := false
 	var secrets []string
-	err := lock.With(ctx, a.cfg.Control, lock.ClassLifecycle, cluster, func() {
+	var c *Cluster
+	// The configuration is read in the try-lock's round trip (lock.Read).
+	read := &lock.Read{SQL: readClusterSQL, Args: []any{cluster}, Scan: func(row pgx.Row) (err error) {
+		c, err = scanCluster(row, cluster)
+		return err
+	}}
+	err := lock.WithRead(ctx, a.cfg.Control, lock.ClassLifecycle, cluster, func() {
 		waited = true
 		request.Report(ctx, rep, stepName, "waiting", "another request holds the lifecycle lock of cluster "+cluster)
-	}, func(ctx context.Context, held *lock.Held) error {
+	}, read, func(ctx context.Context, held *lock.Held) error {
 		a.cfg.Metrics.LockWait(held.Waited())
 		if waited {
 			request.Report(ctx, rep, stepName, "done", fmt.Sprintf("waited %s", held.Waited().Round(time.Millisecond)))
-		}
-		c, err := readCluster(ctx, held.Conn(), cluster)
-		if err != nil {
-			return err
 		}
 		secrets = c.secrets()
 		return fn(ctx, &Locked{admin: a, held: held, cluster: c, rep: rep, attempt: fence.FromContext(ctx)})

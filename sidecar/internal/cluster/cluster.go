@@ -46,8 +46,13 @@ var ErrNoCluster = errors.New("no such cluster")
 
 // readCluster reads the configuration and admin secret of cluster from the control database.
 func readCluster(ctx context.Context, control *pgx.Conn, name string) (*Cluster, error) {
+	return scanCluster(control.QueryRow(ctx, readClusterSQL, name), name)
+}
+
+// scanCluster reads readClusterSQL's row for cluster name.
+func scanCluster(row pgx.Row, name string) (*Cluster, error) {
 	var c Cluster
-	err := control.QueryRow(ctx, readClusterSQL, name).Scan(&c.Name, &c.Kind, &c.Host, &c.Port, &c.AdminUser,
+	err := row.Scan(&c.Name, &c.Kind, &c.Host, &c.Port, &c.AdminUser,
 		&c.SSLMode, &c.RootCertificatePEM, &c.AppRole, &c.ReplicationRole, &c.SetUpFor, &c.adminPassword)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("cluster %q: %w (SELECT name FROM dataenv.cluster_info lists them)", name, ErrNoCluster)

@@ -55,13 +55,26 @@ type Held struct {
 // busy it calls waiting (if not nil) once before blocking, so a request can record that it waits.
 // Cancelling ctx abandons the wait; the connection is then closed, so no lock can outlive it.
 func Acquire(ctx context.Context, pool *pgxpool.Pool, class, resource string, waiting func()) (*Held, error) {
+	return acquire(ctx, pool, class, resource, waiting, nil)
+}
+
+// Read is a query made as soon as a lock is held, on the connection holding it: sent behind the
+// try-lock, in the same round trip, when the lock is free (its rows are then used only if the lock
+// was taken), made after the wait otherwise. Scan gets its row once, with the lock held.
+type Read struct {
+	SQL  string
+	Args []any
+	Scan func(pgx.Row) error
+}
+
+func acquire(ctx context.Context, pool *pgxpool.Pool, class, resource string, waiting func(), read *Read) (*Held, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s lock of %q: get a control connection: %w", class, resource, err)
 	}
 	start := time.Now()
-	var ok bool
-	if err := conn.QueryRow(ctx, tryLockSQL, class, resource).Scan(&ok); err != nil {
+	ok, readErr, err := tryLock(ctx, conn.Conn(), class, resource, read)
+	if err != nil {
 		discard(conn)
 		return nil, fmt.Errorf("%s lock of %q: %w", class, resource, err)
 	}
@@ -74,8 +87,45 @@ func Acquire(ctx context.Context, pool *pgxpool.Pool, class, resource string, wa
 			discard(conn)
 			return nil, fmt.Errorf("wait for the %s lock of %q: %w", class, resource, err)
 		}
+		if read != nil {
+			readErr = read.Scan(conn.QueryRow(ctx, read.SQL, read.Args...))
+		}
 	}
-	return &Held{conn: conn, class: class, resource: resource, waited: time.Since(start)}, nil
+	held := &Held{conn: conn, class: class, resource: resource, waited: time.Since(start)}
+	if readErr != nil {
+		return nil, errors.Join(readErr, held.Release(ctx))
+	}
+	return held, nil
+}
+
+// tryLock tries the lock and, when it was free, makes read (if any) in the same round trip:
+// readErr is read's answer, err the lock's or the connection's.
+func tryLock(ctx context.Context, conn *pgx.Conn, class, resource string, read *Read) (ok bool, readErr, err error) {
+	if read == nil {
+		err = conn.QueryRow(ctx, tryLockSQL, class, resource).Scan(&ok)
+		return ok, nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(tryLockSQL, class, resource)
+	b.Queue(read.SQL, read.Args...)
+	br := conn.SendBatch(ctx, b)
+	if err = br.QueryRow().Scan(&ok); err != nil {
+		_ = br.Close()
+		return false, nil, err
+	}
+	if !ok {
+		// The read ran without the lock: whatever it gave is dropped (a broken connection shows
+		// at the wait that follows).
+		_ = br.Close()
+		return false, nil, nil
+	}
+	readErr = read.Scan(br.QueryRow())
+	// A read that failed in the server fails the batch's Close too: that is the read's answer,
+	// not the lock's (taken: a session lock outlives the batch's implicit transaction).
+	if cerr := br.Close(); readErr == nil {
+		readErr = cerr
+	}
+	return true, readErr, nil
 }
 
 // TryAcquire takes the session lock (class, resource) if it is free; nil (and no error) when
@@ -133,8 +183,15 @@ func (h *Held) Release(ctx context.Context) error {
 
 // With runs fn holding the session lock (class, resource) and always releases it.
 func With(ctx context.Context, pool *pgxpool.Pool, class, resource string, waiting func(),
+	fn func(ctx context.Context, held *Held) error) error {
+	return WithRead(ctx, pool, class, resource, waiting, nil, fn)
+}
+
+// WithRead is With with read (may be nil) made as soon as the lock is held, before fn (see Read).
+// An error of read's is returned, the lock released, and fn not called.
+func WithRead(ctx context.Context, pool *pgxpool.Pool, class, resource string, waiting func(), read *Read,
 	fn func(ctx context.Context, held *Held) error) (err error) {
-	held, err := Acquire(ctx, pool, class, resource, waiting)
+	held, err := acquire(ctx, pool, class, resource, waiting, read)
 	if err != nil {
 		return err
 	}
