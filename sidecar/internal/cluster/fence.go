@@ -75,12 +75,17 @@ func (a *Admin) fenceForLibpq(ctx context.Context, l *Locked) error {
 	if att == nil || att.Fenced(l.cluster.Name) {
 		return nil
 	}
-	// A first attempt with no former leader to fence has nothing to end on any cluster: no
-	// connection is opened just to find that out (the leader check is made all the same).
 	others, err := fence.OtherInstances(ctx, l.Control(), att.Instance)
+	return a.fenceForLibpqFrom(ctx, l, att, others, err)
+}
+
+// fenceForLibpqFrom is fenceForLibpq with the instances read already (others, or err).
+func (a *Admin) fenceForLibpqFrom(ctx context.Context, l *Locked, att *fence.Attempt, others map[string]bool, err error) error {
 	if err != nil {
 		return retryable(fmt.Errorf("fence cluster %q: %w", l.cluster.Name, err))
 	}
+	// A first attempt with no former leader to fence has nothing to end on any cluster: no
+	// connection is opened just to find that out (the leader check is made all the same).
 	if (fence.Victims{Instances: others, Request: att.Request, Below: att.Number}).None() {
 		att.MarkFenced(l.cluster.Name)
 		return nil
@@ -90,6 +95,32 @@ func (a *Admin) fenceForLibpq(ctx context.Context, l *Locked) error {
 		return err
 	}
 	return conn.Close(context.WithoutCancel(ctx))
+}
+
+// fencedWorkspaceAndRole is fenceForLibpq then workspaceAndRole, their reads made in one round
+// trip (the instances first: a sidecar that no longer leads reads nothing more it acts on).
+func (l *Locked) fencedWorkspaceAndRole(ctx context.Context, workspace string) (time.Time, workspaceRoleRecord, error) {
+	att := fence.FromContext(ctx)
+	if att == nil || att.Fenced(l.cluster.Name) {
+		return l.workspaceAndRole(ctx, workspace)
+	}
+	b := &pgx.Batch{}
+	var others map[string]bool
+	var othersErr, recErr error
+	var at time.Time
+	var rec workspaceRoleRecord
+	fence.QueueOtherInstances(b, att.Instance, &others, &othersErr)
+	b.Queue(workspaceAndRoleSQL, l.cluster.Name, workspace).QueryRow(func(row pgx.Row) error {
+		at, rec, recErr = scanWorkspaceAndRole(row, workspace)
+		return nil
+	})
+	if err := l.Control().SendBatch(ctx, b).Close(); err != nil {
+		return at, rec, retryable(fmt.Errorf("fence cluster %q and read workspace %q and the record of its role: %w", l.cluster.Name, workspace, err))
+	}
+	if err := l.admin.fenceForLibpqFrom(ctx, l, att, others, othersErr); err != nil {
+		return at, rec, err
+	}
+	return at, rec, recErr
 }
 
 // errEarlierAttempt: a name only this request uses is taken, or one of its objects vanished,

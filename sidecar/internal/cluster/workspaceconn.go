@@ -119,10 +119,11 @@ func (l *Locked) WorkspaceLibpq(ctx context.Context, workspace, database string)
 // WorkspaceRoleLibpq is WorkspaceLibpq that also returns the role it converged, for a caller
 // that grants it something under the same hold of the lock.
 func (l *Locked) WorkspaceRoleLibpq(ctx context.Context, workspace, database string) (*WorkspaceRole, *Libpq, error) {
-	if err := l.admin.fenceForLibpq(ctx, l); err != nil {
+	incarnation, rec, err := l.fencedWorkspaceAndRole(ctx, workspace)
+	if err != nil {
 		return nil, nil, err
 	}
-	role, pw, err := l.ensureWorkspaceRole(ctx, workspace)
+	role, pw, err := l.ensureWorkspaceRoleFrom(ctx, workspace, incarnation, rec)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +77,31 @@ func TestWorkspaceConnectionsAreNamedAndFenced(t *testing.T) {
 	if !found {
 		t.Fatalf("the second attempt's libpq environment lacks %s", want)
 	}
+}
+
+// A workspace's libpq settings are given only to an attempt of the leader, and only for a
+// workspace that exists: the fence's leader check and the workspace's read share a round trip,
+// and neither answer is lost to the other.
+func TestWorkspaceLibpqChecksTheLeaderAndTheWorkspace(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.workspace("prod")
+	leader, deposed := uuid.New(), uuid.New()
+	f.holdLeaderLock(leader)
+	att := func(inst uuid.UUID) context.Context {
+		return fence.WithAttempt(f.ctx, &fence.Attempt{Instance: inst, Request: uuid.New(), Number: 1})
+	}
+	if lp, err := f.admin.WorkspaceLibpq(att(deposed), f.name, "prod", "postgres"); !errors.Is(err, fence.ErrNotLeader) {
+		lp.Close()
+		t.Fatalf("an attempt of an instance that does not lead: %v, want ErrNotLeader", err)
+	}
+	if lp, err := f.admin.WorkspaceLibpq(att(leader), f.name, "nope", "postgres"); err == nil || !strings.Contains(err.Error(), `no workspace named "nope"`) {
+		lp.Close()
+		t.Fatalf("a workspace that does not exist: %v", err)
+	}
+	lp, err := f.admin.WorkspaceLibpq(att(leader), f.name, "prod", "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp.Close()
 }

@@ -77,12 +77,17 @@ func (l *Locked) workspaceRoleRecord(ctx context.Context, workspace string) (wor
 
 // workspaceAndRole is workspaceIncarnation and workspaceRoleRecord in one query.
 func (l *Locked) workspaceAndRole(ctx context.Context, workspace string) (time.Time, workspaceRoleRecord, error) {
+	return scanWorkspaceAndRole(l.Control().QueryRow(ctx, workspaceAndRoleSQL, l.cluster.Name, workspace), workspace)
+}
+
+// scanWorkspaceAndRole reads workspaceAndRoleSQL's row for workspace.
+func scanWorkspaceAndRole(row pgx.Row, workspace string) (time.Time, workspaceRoleRecord, error) {
 	var at time.Time
 	var r workspaceRoleRecord
 	var role *string
 	var oid int64
 	var inc *time.Time
-	err := l.Control().QueryRow(ctx, workspaceAndRoleSQL, l.cluster.Name, workspace).Scan(&at, &role, &oid, &inc)
+	err := row.Scan(&at, &role, &oid, &inc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return at, r, request.Refusef("no workspace named %q", workspace)
 	}

@@ -62,9 +62,23 @@ SELECT coalesce(array_agg(substr(replace(instance_id::text, '-', ''), 1, 12))
 // OtherInstances returns the instances that no longer lead, read from the control database; it
 // returns ErrNotLeader when instance itself does not hold the leader lock.
 func OtherInstances(ctx context.Context, control Querier, instance uuid.UUID) (map[string]bool, error) {
+	return scanOthers(control.QueryRow(ctx, othersSQL, instance, SessionName(instance, RoleLeader)))
+}
+
+// QueueOtherInstances queues OtherInstances' read on b, for a caller that has other reads to make
+// in the same round trip: once b's results are closed, *others and *err hold its answer (the
+// batch's own Close fails only for what failed in the server or the connection).
+func QueueOtherInstances(b *pgx.Batch, instance uuid.UUID, others *map[string]bool, err *error) {
+	b.Queue(othersSQL, instance, SessionName(instance, RoleLeader)).QueryRow(func(row pgx.Row) error {
+		*others, *err = scanOthers(row)
+		return nil
+	})
+}
+
+func scanOthers(row pgx.Row) (map[string]bool, error) {
 	var tags []string
 	var leading bool
-	if err := control.QueryRow(ctx, othersSQL, instance, SessionName(instance, RoleLeader)).Scan(&tags, &leading); err != nil {
+	if err := row.Scan(&tags, &leading); err != nil {
 		return nil, fmt.Errorf("read the sidecar instances: %w", err)
 	}
 	if !leading {
