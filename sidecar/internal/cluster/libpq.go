@@ -26,6 +26,12 @@ import (
 type Libpq struct {
 	// Env holds the PG* variables (including PGPASSWORD: never log it).
 	Env []string
+	// ScramClientKey and ScramServerKey (base64), when set, are the SCRAM keys of PGPASSWORD's
+	// verifier (ScramKeys): a client given them (libpq 18's scram_client_key and
+	// scram_server_key; DuckDB's postgres secrets take them) authenticates without the 4,096
+	// rounds of key derivation a password costs at every connection. libpq has no environment
+	// variable for them, so tools run with Env derive as usual. Never log them.
+	ScramClientKey, ScramServerKey string
 	dir string
 }
 

@@ -157,6 +157,7 @@ func (l *Locked) workspaceLibpq(ctx context.Context, role *WorkspaceRole, pw, da
 			lp.Env[i] = "PGPASSWORD=" + pw
 		}
 	}
+	lp.ScramClientKey, lp.ScramServerKey, _ = ScramKeys(pw)
 	return lp, nil
 }
 

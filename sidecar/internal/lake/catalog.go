@@ -160,6 +160,14 @@ func (c *catalogs) ConnWith(ctx context.Context, clusterName, database string, l
 			}
 		}
 	}
+	if lp.ScramClientKey != "" {
+		// libpq then uses the keys for SCRAM (the password stays for a server that asks for it
+		// in clear): no key derivation in the job's attach.
+		for _, k := range []string{lp.ScramClientKey, lp.ScramServerKey} {
+			c.secrets = append(c.secrets, k, Literal(k))
+		}
+		secret = append(secret, "SCRAM_CLIENT_KEY "+Literal(lp.ScramClientKey), "SCRAM_SERVER_KEY "+Literal(lp.ScramServerKey))
+	}
 	// A job's catalog sessions carry its attempt's name, so a later attempt fences them too; the
 	// tools' script and dbt profile are used outside any request.
 	path = append(path, "application_name="+kvQuote(fence.AppName(ctx, "dataenv-job")))
