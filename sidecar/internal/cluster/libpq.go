@@ -32,7 +32,7 @@ type Libpq struct {
 	// rounds of key derivation a password costs at every connection. libpq has no environment
 	// variable for them, so tools run with Env derive as usual. Never log them.
 	ScramClientKey, ScramServerKey string
-	dir string
+	dir                            string
 }
 
 // systemRootFiles are where Linux distributions keep the system CA bundle.
