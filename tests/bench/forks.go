@@ -668,7 +668,7 @@ CREATE DATABASE ... TEMPLATE and the dumps write and fsync every page they copy,
 2-CPU machine their time swings with the load and with what ran just before: in psql trials on a
 quiet machine (load below 1), CREATE DATABASE ... TEMPLATE of the same 1000-table schema template
 took 0.46-3.3 s from one run to the next, and pg_dump -Fc -s | pg_restore -1 of it 4.4-8.5 s. The
-suite times each plain copy just before the fork it is compared with and keeps the median of three
+suite times each plain copy just before the fork it is compared with and keeps the median of its
 runs, but the fork's own CREATE DATABASE (its "database created" phase above) swings as much as
 the plain one; dataenv's own work is the rest of the "where the time went" line (reading the
 parent 0.1-0.3 s, the finish 0.4-0.7 s, most of it re-owning). Single cells vary by far more than
