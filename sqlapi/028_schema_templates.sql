@@ -15,11 +15,11 @@ CREATE POLICY schema_templates_select ON dataenv.schema_templates FOR SELECT USI
 
 CREATE OR REPLACE VIEW dataenv.schema_template_list WITH (security_barrier) AS
 SELECT t.workspace, t.datatable, t.cluster, t.database, t.parent_database, t.owner, t.state, t.fingerprint,
-       t.created_by_request, t.created_at, t.ready_at
+       t.created_by_request, t.created_at, t.ready_at, t.spare_of
   FROM dataenv.schema_templates t
  WHERE dataenv.can_use_workspace(t.workspace);
 COMMENT ON VIEW dataenv.schema_template_list IS
-    'The schema templates of the datatables of workspaces the caller may use: the database schema_only forks are copied from while the parent''s schema is unchanged (state ready), with the fingerprint of the schema it holds.';
+    'The schema templates of the datatables of workspaces the caller may use: the database schema_only forks are copied from while the parent''s schema is unchanged (state ready), with the fingerprint of the schema it holds. A row with spare_of is a spare: a TEMPLATE copy of that template made in the background, which the next schema_only fork renames into its copy instead of copying the template while it waits (taken: a fork is doing so).';
 
 -- Internal: how many templates a datatable entry still has (visible or not), for the validator.
 CREATE OR REPLACE FUNCTION dataenv.schema_template_leftovers(workspace text, datatable text) RETURNS integer
@@ -44,15 +44,19 @@ AS $$
     SELECT 'schema template', t.workspace || '/' || t.datatable, format('template %s of this database (%s)', t.database, t.state)
       FROM dataenv.schema_templates t
      WHERE t.cluster = managed_database_uses__schema_templates.cluster AND t.parent_database = managed_database_uses__schema_templates.database
+       -- a spare goes with its template, which holds the parent already
+       AND t.spare_of IS NULL
        -- a template of a removed entry is garbage its cleanup request drops: it does not hold the parent
        AND EXISTS (SELECT FROM dataenv.datatables d WHERE d.workspace = t.workspace AND d.name = t.datatable)
     UNION ALL
-    SELECT 'schema template', t.workspace || '/' || t.datatable, format('schema template of %s (%s)', t.parent_database, t.state)
+    SELECT 'schema template', t.workspace || '/' || t.datatable,
+           CASE WHEN t.spare_of IS NULL THEN format('schema template of %s (%s)', t.parent_database, t.state)
+                ELSE format('spare of schema template %s of %s (%s)', t.spare_of, t.parent_database, t.state) END
       FROM dataenv.schema_templates t
      WHERE t.cluster = managed_database_uses__schema_templates.cluster AND t.database = managed_database_uses__schema_templates.database
 $$;
 COMMENT ON FUNCTION dataenv.managed_database_uses__schema_templates(text, text) IS
-    'Uses of a database by schema templates: the template of a datatable entry (workspace/datatable) uses its parent database while the entry exists (a removed entry''s template waits for its cleanup, not the parent), and the template database itself.';
+    'Uses of a database by schema templates: the template of a datatable entry (workspace/datatable) uses its parent database while the entry exists (a removed entry''s template waits for its cleanup, not the parent), and the template database itself; a spare of a template uses its own database.';
 
 -- A workspace id is not free while a template of one of its entries is registered.
 CREATE OR REPLACE FUNCTION dataenv.workspace_leftovers__schema_templates(workspace text)

@@ -211,7 +211,10 @@ func (fb *forkBench) rep(ctx context.Context, t *timings, row *ForkRow, i int, w
 			if i == 0 {
 				row.SchemaOnlySteps = copyDoneStep(fb.lastSteps)
 			}
-			return err
+			if err != nil {
+				return err
+			}
+			return fb.waitTemplate(ctx, ws) // the fork asked for the template's next spare: not timed
 		},
 		func() error {
 			if i > 0 {
@@ -402,7 +405,7 @@ func (fb *forkBench) waitTemplate(ctx context.Context, ws string) error {
 
 func (fb *forkBench) templateDB(ctx context.Context, ws string) (string, error) {
 	var db string
-	err := fb.pool.QueryRow(ctx, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1 AND state = 'ready'`, ws).Scan(&db)
+	err := fb.pool.QueryRow(ctx, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1 AND state = 'ready' AND spare_of IS NULL`, ws).Scan(&db)
 	return db, err
 }
 

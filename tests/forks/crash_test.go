@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/dataenv/dataenv/sidecar/names"
 	"github.com/dataenv/dataenv/tests/sidecartest"
 )
@@ -122,10 +124,11 @@ func TestCrashInCascadeDrop(t *testing.T) {
 }
 
 // TestCrashInSchemaTemplateBuild kills the sidecar while it builds a schema template (its
-// database created and empty; restored, not yet ready): the rerun of the request drops the
-// interrupted database and builds the template once; the next fork copies it.
+// database created and empty; restored, not yet ready) or the template's spare (created, not
+// closed nor ready): the rerun of the request drops the interrupted database and builds the
+// template and its spare once; the next fork takes the spare.
 func TestCrashInSchemaTemplateBuild(t *testing.T) {
-	for _, point := range []string{"fork.template.after_create_database", "fork.template.after_load"} {
+	for _, point := range []string{"fork.template.after_create_database", "fork.template.after_load", "fork.template.spare_created"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			env := []string{"DATAENV_CRASH_AT=" + point, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
@@ -140,18 +143,22 @@ func TestCrashInSchemaTemplateBuild(t *testing.T) {
 			waitExit(t, f.sidecar)
 			f.sidecar = f.startSidecar(env...)
 			f.mustSucceed(res.Fidelity.Template.Request)
-			tpls := queryString(t, f.sql, `SELECT string_agg(database || ':' || state, ',') FROM dataenv.schema_templates WHERE workspace = $1`, ws)
-			if strings.Count(tpls, ":ready") != 1 || strings.Contains(tpls, ",") {
-				t.Fatalf("after a crash at %s the templates are %q, want one ready", point, tpls)
+			tpls := queryString(t, f.sql, `SELECT string_agg(database || ':' || state || ':' || (spare_of IS NULL), ',' ORDER BY spare_of NULLS FIRST)
+				FROM dataenv.schema_templates WHERE workspace = $1`, ws)
+			parts := strings.Split(tpls, ",")
+			if len(parts) != 2 || !strings.HasSuffix(parts[0], ":ready:true") || !strings.HasSuffix(parts[1], ":ready:false") {
+				t.Fatalf("after a crash at %s the templates are %q, want one ready template and one ready spare", point, tpls)
 			}
+			spare := strings.Split(parts[1], ":")[0]
 			ext := external.Connect(t, "postgres")
 			if n := queryInt(t, ext, `SELECT count(*) FROM pg_database WHERE datname LIKE 'dataenv\_tmp\_%' OR datname LIKE 'dataenv\_tpl\_' || $1 || '%'`,
-				strings.ReplaceAll(ws, "-", "_")); n != 1 {
-				t.Fatalf("after a crash at %s: %d template or staging databases, want 1", point, n)
+				strings.ReplaceAll(ws, "-", "_")); n != 2 {
+				t.Fatalf("after a crash at %s: %d template, spare or staging databases, want 2", point, n)
 			}
 			fork := wsID("f")
-			if r := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)), "d"); r.Method != "schema_template" {
-				t.Fatalf("the fork after the rebuilt template was made by %s", r.Method)
+			r := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)), "d")
+			if r.Method != "schema_template" || r.Fidelity.Template.Spare != spare {
+				t.Fatalf("the fork after the rebuilt template was made by %s from spare %q, want the spare %s", r.Method, r.Fidelity.Template.Spare, spare)
 			}
 			if s, ps := schemaOf(t, names.ForkDatabase(fork, "d")), schemaOf(t, p); s != ps {
 				t.Fatalf("fork from the rebuilt template differs:\n%s\n---\n%s", s, ps)
@@ -165,5 +172,73 @@ func waitExit(t *testing.T, p *sidecartest.Process) {
 	t.Helper()
 	if err := p.WaitExit(90 * time.Second); err != nil {
 		t.Fatalf("the sidecar did not die at the crash point: %v", err)
+	}
+}
+
+// TestCrashTakingASpare kills the sidecar while a schema_only fork takes the template's spare:
+// after the spare's record is removed (the database still under the spare's name), and after it
+// was renamed to the fork's staging name (not marked yet). The rerun makes the copy once, with
+// the parent's schema; the refresh the fork asks for cleans up what the interrupted take left
+// (the spare's ledger row, its database if still there) and makes a new spare; no record names
+// a database that is gone, and nothing is left under the spare's or the staging name.
+func TestCrashTakingASpare(t *testing.T) {
+	for _, point := range []string{"cluster.create_database.after_spare_unrecorded", "cluster.create_database.after_spare_taken"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			env := []string{"DATAENV_CRASH_AT=" + point, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+			f := newFixture(t, env...)
+			a := f.newUser()
+			p := f.parentDB("p", 10)
+			ws := wsID("ws")
+			mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+			f.grantDatabase(a, f.name, p)
+			mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
+			first := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, wsID("f"))), "d")
+			f.mustSucceed(first.Fidelity.Template.Request)
+			spare := queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1 AND spare_of IS NOT NULL AND state = 'ready'`, ws)
+
+			fork := wsID("f")
+			id := f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)
+			waitExit(t, f.sidecar)
+			f.sidecar = f.startSidecar(env...)
+			res := f.forkResult(f.mustSucceed(id), "d")
+			if res.Method != "schema_template" {
+				t.Fatalf("after a crash at %s the fork was made by %s", point, res.Method)
+			}
+			copyDB := names.ForkDatabase(fork, "d")
+			if s, ps := schemaOf(t, copyDB), schemaOf(t, p); s != ps {
+				t.Fatalf("after a crash at %s the copy's schema differs:\n%s\n---\n%s", point, s, ps)
+			}
+			if a := queryInt(t, f.sql, `SELECT attempts FROM dataenv.requests WHERE id = $1::uuid`, id); a < 2 {
+				t.Fatalf("attempts %d: the crash did not happen inside the handler", a)
+			}
+			f.mustSucceed(res.Fidelity.Template.Request)
+
+			ext := external.Connect(t, "postgres")
+			if n := queryInt(t, ext, `SELECT count(*) FROM pg_database WHERE datname IN ($1, 'dataenv_tmp_' || replace($2, '-', ''))`, spare, id); n != 0 {
+				t.Fatalf("after a crash at %s the spare %s or the fork's staging database is left", point, spare)
+			}
+			rows := queryString(t, f.sql, `SELECT string_agg(state || ':' || (spare_of IS NULL), ',' ORDER BY spare_of NULLS FIRST)
+				FROM dataenv.schema_templates WHERE workspace = $1`, ws)
+			if rows != "ready:true,ready:false" {
+				t.Fatalf("after a crash at %s the ledger rows are %q, want a ready template and a ready spare", point, rows)
+			}
+			recs, err := f.sql.Query(f.ctx, `SELECT name FROM dataenv.managed_databases WHERE cluster = $1`, f.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dbs, err := pgx.CollectRows(recs, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range dbs {
+				if !databaseExists(t, n) {
+					t.Errorf("after a crash at %s the record of database %s names a database that is gone", point, n)
+				}
+			}
+			if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.fork_copies WHERE workspace = $1 AND state = 'ready'`, fork); n != 1 {
+				t.Fatalf("%d ready registry rows of the fork", n)
+			}
+		})
 	}
 }

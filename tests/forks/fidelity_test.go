@@ -59,6 +59,7 @@ type forkFidelity struct {
 			Database string `json:"database"`
 			Status   string `json:"status"`
 			Request  string `json:"request"`
+			Spare    string `json:"spare"`
 		} `json:"schema_template"`
 	} `json:"fidelity"`
 }
@@ -166,7 +167,7 @@ func TestForkFidelity(t *testing.T) {
 		for _, fork := range forks {
 			f.mustSucceed(f.request(a.conn, `SELECT dataenv.drop_fork($1)`, fork))
 		}
-		tpl := queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1`, ws)
+		tpl := queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1 AND spare_of IS NULL`, ws)
 		if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.managed_database_uses($1, $2) WHERE kind = 'schema template'`, f.name, p.db); n != 1 {
 			t.Fatalf("the parent's uses list %d schema templates, want 1 (%s)", n, tpl)
 		}

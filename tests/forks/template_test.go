@@ -11,7 +11,9 @@ import (
 // a dump and asks for the datatable's schema template; the next one is a TEMPLATE copy of it.
 // After a change to the parent's schema the template is never used stale: the next fork has the
 // new schema (from a dump again), the template is rebuilt and the old one dropped. The template
-// is marked, owned by the fork owner, closed to connections, and goes with its workspace.
+// is marked, owned by the fork owner, closed to connections, and goes with its workspace. So do
+// its spares: the refresh makes one, a fork takes it (renamed into its copy, its records gone)
+// and asks for the next one.
 func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -35,29 +37,57 @@ func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 	}
 	first := fork("dump")
 	f.mustSucceed(first.Fidelity.Template.Request)
-	tpl := queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1 AND state = 'ready'`, ws)
+	tpl := queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1 AND state = 'ready' AND spare_of IS NULL`, ws)
 	conn := external.Connect(t, "postgres")
-	var allow bool
-	var owner, comment string
-	if err := conn.QueryRow(f.ctx, `SELECT datallowconn, pg_get_userbyid(datdba), shobj_description(oid, 'pg_database')
-		FROM pg_database WHERE datname = $1`, tpl).Scan(&allow, &owner, &comment); err != nil {
-		t.Fatalf("template %q: %v", tpl, err)
+	closedAndMarked := func(db string) {
+		t.Helper()
+		var allow, public bool
+		var owner, comment string
+		if err := conn.QueryRow(f.ctx, `SELECT datallowconn, pg_get_userbyid(datdba), shobj_description(oid, 'pg_database'),
+			has_database_privilege('public', oid, 'CONNECT') FROM pg_database WHERE datname = $1`, db).Scan(&allow, &owner, &comment, &public); err != nil {
+			t.Fatalf("database %q: %v", db, err)
+		}
+		if allow || public || owner != f.appRole || !strings.HasPrefix(comment, names.Marker) {
+			t.Fatalf("%s: connections allowed %v, PUBLIC may connect %v, owner %s, comment %q", db, allow, public, owner, comment)
+		}
 	}
-	if allow || owner != f.appRole || !strings.HasPrefix(comment, names.Marker) {
-		t.Fatalf("template %s: connections allowed %v, owner %s, comment %q", tpl, allow, owner, comment)
+	closedAndMarked(tpl)
+	spareOf := func(tpl string) string {
+		t.Helper()
+		return queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE spare_of = $1 AND state = 'ready'`, tpl)
 	}
-	if used := fork("schema_template"); used.Fidelity.Template.Database != tpl {
-		t.Fatalf("fork copied %q, want the template %q", used.Fidelity.Template.Database, tpl)
+	spare := spareOf(tpl)
+	closedAndMarked(spare)
+	used := fork("schema_template")
+	if used.Fidelity.Template.Database != tpl || used.Fidelity.Template.Spare != spare {
+		t.Fatalf("fork copied %q (spare %q), want the template %q and its spare %q", used.Fidelity.Template.Database,
+			used.Fidelity.Template.Spare, tpl, spare)
 	}
+	if databaseExists(t, spare) || queryInt(t, f.sql, `SELECT count(*) FROM dataenv.managed_databases WHERE name = $1`, spare) != 0 ||
+		queryInt(t, f.sql, `SELECT count(*) FROM dataenv.schema_templates WHERE database = $1`, spare) != 0 {
+		t.Fatalf("the spare %s the fork took is still there under its name, or recorded", spare)
+	}
+	f.mustSucceed(used.Fidelity.Template.Request)
+	next := spareOf(tpl)
+	if next == spare {
+		t.Fatalf("the refresh after the fork kept the taken spare %s", spare)
+	}
+	closedAndMarked(next)
 
 	pc := external.Connect(t, p)
 	mustExec(t, pc, `SET ROLE `+ident(f.appRole)+`; ALTER TABLE orders ADD COLUMN note text; CREATE INDEX orders_note_idx ON orders (note)`)
 	changed := fork("dump") // compared with the changed parent inside fork()
 	f.mustSucceed(changed.Fidelity.Template.Request)
-	tpl2 := queryString(t, f.sql, `SELECT string_agg(database, ',') FROM dataenv.schema_templates WHERE workspace = $1`, ws)
-	if tpl2 == tpl || strings.Contains(tpl2, ",") || databaseExists(t, tpl) {
-		t.Fatalf("after the schema change the templates are %q (the old one %s exists: %v)", tpl2, tpl, databaseExists(t, tpl))
+	tpl2 := queryString(t, f.sql, `SELECT string_agg(database, ',') FROM dataenv.schema_templates WHERE workspace = $1 AND spare_of IS NULL`, ws)
+	if tpl2 == tpl || strings.Contains(tpl2, ",") || databaseExists(t, tpl) || databaseExists(t, next) {
+		t.Fatalf("after the schema change the templates are %q (the old one %s exists: %v, its spare %s: %v)", tpl2, tpl,
+			databaseExists(t, tpl), next, databaseExists(t, next))
 	}
+	if all := queryString(t, f.sql, `SELECT string_agg(coalesce(spare_of, '-'), ',') FROM dataenv.schema_templates WHERE workspace = $1`, ws); all != "-,"+tpl2 &&
+		all != tpl2+",-" {
+		t.Fatalf("after the rebuild the rows are %q, want the template %s and one spare of it", all, tpl2)
+	}
+	spare2 := spareOf(tpl2)
 	fork("schema_template")
 
 	// A TRUNCATE, a refresh or a vacuum of the parent is no schema change.
@@ -68,8 +98,13 @@ func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 
 	mustExec(t, a.conn, `SELECT dataenv.drop_workspace($1)`, ws)
 	f.mustSucceed(f.pendingRequest(t, "refresh_schema_template", ws))
-	if databaseExists(t, tpl2) {
-		t.Fatalf("template %s survived its workspace", tpl2)
+	left := queryString(t, f.sql, `SELECT coalesce(string_agg(database, ','), '') FROM dataenv.schema_templates WHERE workspace = $1`, ws)
+	if databaseExists(t, tpl2) || databaseExists(t, spare2) || left != "" {
+		t.Fatalf("template %s or spare %s survived its workspace (rows left: %q)", tpl2, spare2, left)
+	}
+	if n := queryInt(t, conn, `SELECT count(*) FROM pg_database WHERE datname LIKE 'dataenv\_tpl\_' || $1 || '%'`,
+		strings.ReplaceAll(ws, "-", "_")); n != 0 {
+		t.Fatalf("%d template or spare databases of %s left on the cluster", n, ws)
 	}
 	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.managed_database_uses($1, $2) WHERE kind = 'schema template'`, f.name, p); n != 0 {
 		t.Fatalf("the parent still lists %d schema template uses", n)

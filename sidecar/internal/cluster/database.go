@@ -45,6 +45,9 @@ type CreateOptions struct {
 	// as it exists, so nobody but its owner (and roles that may act as it) can connect to a copy
 	// before its own access list is set.
 	Private bool
+	// Spare, if set, is a database made beforehand that becomes the new one instead of a CREATE
+	// DATABASE (spare.go); one that is not as recorded is left alone, and the database is created.
+	Spare *Spare
 	// Conn, if set, is an admin connection to the maintenance database (Locked.Connect with "")
 	// to create the database on, which the caller keeps open and closes: a caller that already
 	// asked the cluster something saves a connection. Nil: one is opened and closed.
@@ -90,6 +93,8 @@ type DatabaseOutcome struct {
 	// unchanged (already done by this request), dropped.
 	Status string `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	// FromSpare: the database is CreateOptions.Spare, renamed.
+	FromSpare bool `json:"from_spare,omitempty"`
 }
 
 type databaseState struct {
@@ -207,7 +212,7 @@ func (l *Locked) createMarkedDatabase(ctx context.Context, name string, opts Cre
 		}
 		out.Status, out.Detail = StatusAdopted, "created by this request before an interruption; recorded now"
 	} else {
-		if err := l.createStagedAndRename(ctx, conn, name, opts, marker); err != nil {
+		if out.FromSpare, err = l.createStagedAndRename(ctx, conn, name, opts, marker); err != nil {
 			return nil, err
 		}
 		out.Status = StatusCreated
@@ -228,13 +233,18 @@ func (l *Locked) createMarkedDatabase(ctx context.Context, name string, opts Cre
 // createStagedAndRename: CREATE DATABASE under the staging name (unless a previous attempt did),
 // mark it, then rename it to name. A crash at any point leaves either a staging database this
 // request recognizes by name, or name carrying this request's marker.
-func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name string, opts CreateOptions, marker string) error {
+func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name string, opts CreateOptions, marker string) (fromSpare bool, err error) {
 	staging := stagingName(opts.Request)
 	st, err := readDatabaseState(ctx, conn, staging)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if !st.exists {
+	if !st.exists && opts.Spare != nil {
+		if fromSpare, err = l.takeSpare(ctx, conn, staging, opts); err != nil {
+			return false, err
+		}
+	}
+	if !st.exists && !fromSpare {
 		sql := "CREATE DATABASE " + ident(staging) + " OWNER " + ident(opts.owner(l.cluster))
 		if opts.Template != "" {
 			sql += " TEMPLATE " + ident(opts.Template)
@@ -243,7 +253,7 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 		}
 		if opts.Template != "" && opts.Clone {
 			if _, err := conn.Exec(ctx, "SET file_copy_method = clone"); err != nil {
-				return fmt.Errorf("cluster %q: set file_copy_method = clone: %w", l.cluster.Name, err)
+				return false, fmt.Errorf("cluster %q: set file_copy_method = clone: %w", l.cluster.Name, err)
 			}
 			sql += " STRATEGY FILE_COPY"
 		}
@@ -251,10 +261,10 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 			err = fmt.Errorf("create database %q on cluster %q: %w", name, l.cluster.Name, err)
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "55006" { // the template is in use: try again later
-				return retryable(err)
+				return false, retryable(err)
 			}
 			// The staging name is this request's alone: taken means an earlier attempt made it.
-			return earlierAttempt(err, "23505", "42P04")
+			return false, earlierAttempt(err, "23505", "42P04")
 		}
 	}
 	// Closed to PUBLIC, marked and renamed in one statement string (one implicit transaction, one
@@ -270,11 +280,11 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42P04" {
 			_ = l.dropStaging(ctx, conn, opts.Request)
-			return request.Refusef("database %q already exists on cluster %q and was not created by this request", name, l.cluster.Name)
+			return false, request.Refusef("database %q already exists on cluster %q and was not created by this request", name, l.cluster.Name)
 		}
-		return earlierAttempt(fmt.Errorf("close to PUBLIC, mark and rename the new database %q on cluster %q: %w", name, l.cluster.Name, err), "3D000")
+		return false, earlierAttempt(fmt.Errorf("close to PUBLIC, mark and rename the new database %q on cluster %q: %w", name, l.cluster.Name, err), "3D000")
 	}
-	return nil
+	return fromSpare, nil
 }
 
 // dropStaging drops this request's staging database, if there is one.

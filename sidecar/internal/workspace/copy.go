@@ -111,6 +111,10 @@ type copyJob struct {
 	method   string
 	reason   string          // why a full_copy of an idle parent was not a TEMPLATE copy
 	template *schemaTemplate // MethodSchemaTemplate
+	// spare is a ready spare of template, which the copy takes if it still can; tookSpare names
+	// the one it took.
+	spare     *schemaTemplate
+	tookSpare string
 	// cloneUnavailable says why a full_copy by TEMPLATE was not a reflink clone.
 	cloneUnavailable string
 	tools            pgtool.Set     // MethodDump: at least as new as the cluster's server
@@ -145,7 +149,7 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 	if held == nil {
 		var building bool
 		if err := s.cfg.Control.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.schema_templates
-			WHERE workspace = $1 AND datatable = $2 AND state = 'building')`, it.Source, it.Datatable).Scan(&building); err != nil {
+			WHERE workspace = $1 AND datatable = $2 AND state = 'building' AND spare_of IS NULL)`, it.Source, it.Datatable).Scan(&building); err != nil {
 			return nil, retryable(err)
 		}
 		if building {
@@ -236,6 +240,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 				return err
 			}
 			job.template = currentTemplate(ts, c.Cluster, c.ParentDatabase, plan.Fingerprint, tplOwner.Role)
+			job.spare = readySpare(ts, job.template)
 		}
 		if err := s.createDatabase(ctx, l, c, plan, job, func(detail string) {
 			request.Report(ctx, rep, fmt.Sprintf("copy datatable %s (%s)", it.Datatable, it.Mode), "copying", detail)
@@ -280,11 +285,7 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 	var err error
 	switch {
 	case c.Mode == ModeSchemaOnly && job.template != nil:
-		topts := opts
-		topts.Template = job.template.Database
-		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database)
-		if _, err = l.CreateMarkedDatabase(ctx, c.Database, topts); err == nil {
-			job.method = MethodSchemaTemplate
+		if err = s.createFromTemplate(ctx, l, c, opts, job, report); err == nil {
 			return nil
 		}
 	case c.Mode == ModeFullCopy:
@@ -311,6 +312,33 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 	}
 	job.method, job.tools = MethodDump, tools
 	return nil
+}
+
+// createFromTemplate makes a schema_only copy from the current schema template: its spare
+// renamed, if it has a ready one (spare.go), else a TEMPLATE copy of it.
+func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c Copy, opts cluster.CreateOptions, job *copyJob,
+	report func(string)) error {
+	opts.Template = job.template.Database
+	spare, err := claimSpare(ctx, l.Control(), job.spare, c.Request)
+	if err != nil {
+		return err
+	}
+	opts.Spare = spare
+	if spare != nil {
+		report("ALTER DATABASE " + spare.Database + " RENAME TO " + c.Database + " (a spare TEMPLATE copy of " + job.template.Database + ")")
+	} else {
+		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database)
+	}
+	out, err := l.CreateMarkedDatabase(ctx, c.Database, opts)
+	if err != nil {
+		return err
+	}
+	job.method = MethodSchemaTemplate
+	if !out.FromSpare {
+		return nil
+	}
+	job.tookSpare = spare.Database
+	return forgetSpare(ctx, l.Control(), spare, c.Cluster, c.Request)
 }
 
 // createFromParent copies an idle parent into the copy's database: by reflink clone where the

@@ -336,16 +336,24 @@ func (s *Service) commitFork(ctx context.Context, req *request.Request, args cre
 
 // enqueueTemplate asks for the schema template of a schema_only copy that was restored from a
 // dump (the parent's schema changed, or it had none), so that the next fork of an unchanged
-// parent is a TEMPLATE copy; the build runs as its own request, after this one.
+// parent is a TEMPLATE copy, and for the next spare of the template a copy was made from
+// (spare.go); the refresh runs as its own request, after this one.
 func enqueueTemplate(ctx context.Context, tx pgx.Tx, req *request.Request, it *planItem) error {
-	if it.Mode != ModeSchemaOnly || it.Method != MethodDump || it.Fidelity == nil || it.Source == "" {
+	if it.Mode != ModeSchemaOnly || it.Fidelity == nil || it.Source == "" {
+		return nil
+	}
+	if it.Method != MethodDump && (it.Method != MethodSchemaTemplate || it.Fidelity.SchemaTemplate == nil) {
 		return nil
 	}
 	id, err := enqueueTemplateRefresh(ctx, tx, it.Source, it.Datatable, req.RequestedBy)
 	if err != nil {
 		return err
 	}
-	it.Fidelity.SchemaTemplate = &TemplateUse{Status: "building", Request: id}
+	if it.Method == MethodDump {
+		it.Fidelity.SchemaTemplate = &TemplateUse{Status: "building", Request: id}
+	} else {
+		it.Fidelity.SchemaTemplate.Request = id
+	}
 	return nil
 }
 

@@ -36,10 +36,14 @@ type Fidelity struct {
 // TemplateUse is how a schema_only copy relates to its datatable's schema template.
 type TemplateUse struct {
 	Database string `json:"database,omitempty"`
-	// Status: used (the copy is a TEMPLATE copy of it), building (the parent's schema changed or
-	// there was none: the copy was restored from a dump, and request builds the template).
+	// Status: used (the copy is a TEMPLATE copy of it, and Request makes its next spare),
+	// building (the parent's schema changed or there was none: the copy was restored from a
+	// dump, and Request builds the template).
 	Status  string `json:"status"`
 	Request string `json:"request,omitempty"`
+	// Spare: the copy is this spare of the template, renamed (made beforehand by the
+	// template's refresh, spare.go); the fork asked for the next one.
+	Spare string `json:"spare,omitempty"`
 }
 
 // finishJob brings one copy to its parent's plan, whatever made it.

@@ -544,7 +544,7 @@ func (p *parentPlan) fidelity(job *copyJob, mode string, left []notCarried) *Fid
 		f.Sequences = len(p.Sequences)
 		f.NotCarried = append(f.NotCarried, p.SequencesLeft...)
 		if job.template != nil {
-			f.SchemaTemplate = &TemplateUse{Database: job.template.Database, Status: "used"}
+			f.SchemaTemplate = &TemplateUse{Database: job.template.Database, Status: "used", Spare: job.tookSpare}
 		}
 	}
 	return f

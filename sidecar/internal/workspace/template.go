@@ -28,21 +28,23 @@ const UseSchemaTemplate = "schema template"
 // schemaTemplate is a row of dataenv.schema_templates: a marked database with the schema of the
 // database of datatable entry (Workspace, Datatable), without rows, owned by Owner, connections
 // refused, from which schema_only forks are TEMPLATE copies while the parent's Fingerprint is
-// unchanged.
+// unchanged. A row with SpareOf is a spare of that template (spare.go).
 type schemaTemplate struct {
 	Cluster, Database, Workspace, Datatable, ParentDatabase, Owner string
 	Fingerprint, State                                             string
 	Report                                                         []notCarried
 	Request                                                        uuid.UUID
+	SpareOf                                                        string
 }
 
-const templateColumns = `cluster, database, workspace, datatable, parent_database, owner, coalesce(fingerprint, ''), state, report, created_by_request`
+const templateColumns = `cluster, database, workspace, datatable, parent_database, owner, coalesce(fingerprint, ''), state, report,
+	created_by_request, coalesce(spare_of, '')`
 
 func scanTemplate(row pgx.CollectableRow) (schemaTemplate, error) {
 	var t schemaTemplate
 	var report []byte
 	if err := row.Scan(&t.Cluster, &t.Database, &t.Workspace, &t.Datatable, &t.ParentDatabase, &t.Owner, &t.Fingerprint,
-		&t.State, &report, &t.Request); err != nil {
+		&t.State, &report, &t.Request, &t.SpareOf); err != nil {
 		return t, err
 	}
 	return t, json.Unmarshal(report, &t.Report)
@@ -67,7 +69,7 @@ func templatesOf(ctx context.Context, q querier, workspace, datatable string) ([
 func currentTemplate(ts []schemaTemplate, clusterName, parent, fingerprint, owner string) *schemaTemplate {
 	for i := range ts {
 		t := &ts[i]
-		if t.State == StateReady && t.Cluster == clusterName && t.ParentDatabase == parent && t.Fingerprint == fingerprint &&
+		if t.SpareOf == "" && t.State == StateReady && t.Cluster == clusterName && t.ParentDatabase == parent && t.Fingerprint == fingerprint &&
 			t.Owner == owner && fingerprint != "" {
 			return t
 		}
@@ -108,17 +110,19 @@ type refreshArgs struct {
 
 // TemplateResult is the result of a refresh_schema_template request.
 type TemplateResult struct {
-	Workspace string       `json:"workspace"`
-	Datatable string       `json:"datatable"`
-	Status    string       `json:"status"` // built, unchanged, dropped
-	Database  string       `json:"database,omitempty"`
-	Dropped   []string     `json:"dropped,omitempty"`
-	NotCarry  []notCarried `json:"not_carried,omitempty"`
+	Workspace string `json:"workspace"`
+	Datatable string `json:"datatable"`
+	Status    string `json:"status"` // built, unchanged, dropped
+	Database  string `json:"database,omitempty"`
+	// Spare is the template's spare this request made (spare.go).
+	Spare    string       `json:"spare,omitempty"`
+	Dropped  []string     `json:"dropped,omitempty"`
+	NotCarry []notCarried `json:"not_carried,omitempty"`
 }
 
 // handleRefreshTemplate: the entry exists (its own database, not an inherited one) → its
-// template is made current; the entry is gone → its templates are dropped. Either way the
-// templates that are no longer current are dropped.
+// template is made current, with a spare; the entry is gone → its templates are dropped. Either
+// way the templates that are no longer current, and their spares, are dropped.
 func (s *Service) handleRefreshTemplate(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
 	var args refreshArgs
 	if err := request.DecodeArgs(req, &args); err != nil {
@@ -149,7 +153,7 @@ func (s *Service) refreshTemplate(ctx context.Context, req *request.Request, rep
 	if err != nil && !gone {
 		return nil, retryable(err)
 	}
-	var keep *schemaTemplate
+	var keep, spare *schemaTemplate
 	if !gone {
 		ok, err := control.CanUse(ctx, s.cfg.Control, args.Workspace, req.RequestedBy)
 		if err != nil {
@@ -161,9 +165,10 @@ func (s *Service) refreshTemplate(ctx context.Context, req *request.Request, rep
 		if keep, err = s.ensureTemplate(ctx, req, rep, entry, ts, res); err != nil {
 			return nil, err
 		}
+		spare = readySpare(ts, keep)
 	}
 	for _, t := range ts {
-		if keep != nil && t.Database == keep.Database {
+		if (keep != nil && t.Database == keep.Database) || (spare != nil && t.Database == spare.Database) {
 			continue
 		}
 		if err := s.dropTemplate(ctx, rep, t); err != nil {
@@ -172,6 +177,11 @@ func (s *Service) refreshTemplate(ctx context.Context, req *request.Request, rep
 		res.Dropped = append(res.Dropped, t.Database)
 		if res.Status == "unchanged" {
 			res.Status = "dropped"
+		}
+	}
+	if keep != nil && spare == nil {
+		if res.Spare, err = s.buildSpare(ctx, req, rep, keep); err != nil {
+			return nil, err
 		}
 	}
 	return res, nil
