@@ -132,13 +132,7 @@ func TestCrashInSchemaTemplateBuild(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			env := []string{"DATAENV_CRASH_AT=" + point, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
-			f := newFixture(t, env...)
-			a := f.newUser()
-			p := f.parentDB("p", 10)
-			ws := wsID("ws")
-			mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
-			f.grantDatabase(a, f.name, p)
-			mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
+			f, a, p, ws := newCrashWorkspace(t, env)
 			res := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, wsID("f"))), "d")
 			waitExit(t, f.sidecar)
 			f.sidecar = f.startSidecar(env...)
@@ -167,6 +161,19 @@ func TestCrashInSchemaTemplateBuild(t *testing.T) {
 	}
 }
 
+// newCrashWorkspace is a fixture whose sidecar runs with env, a user, a 10-table parent and a
+// workspace of that user with the parent as datatable d.
+func newCrashWorkspace(t *testing.T, env []string) (*fixture, user, string, string) {
+	f := newFixture(t, env...)
+	a := f.newUser()
+	p := f.parentDB("p", 10)
+	ws := wsID("ws")
+	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
+	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
+	return f, a, p, ws
+}
+
 // waitExit waits for the sidecar to die by itself at its armed crash point.
 func waitExit(t *testing.T, p *sidecartest.Process) {
 	t.Helper()
@@ -186,13 +193,7 @@ func TestCrashTakingASpare(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			env := []string{"DATAENV_CRASH_AT=" + point, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
-			f := newFixture(t, env...)
-			a := f.newUser()
-			p := f.parentDB("p", 10)
-			ws := wsID("ws")
-			mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
-			f.grantDatabase(a, f.name, p)
-			mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
+			f, a, p, ws := newCrashWorkspace(t, env)
 			first := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, wsID("f"))), "d")
 			f.mustSucceed(first.Fidelity.Template.Request)
 			spare := queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1 AND spare_of IS NOT NULL AND state = 'ready'`, ws)
