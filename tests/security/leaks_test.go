@@ -21,8 +21,9 @@ func TestOtherTenantsStayInvisible(t *testing.T) {
 		{`SELECT coalesce(dataenv.workspace_access($1, $2), 'none')`, "none", "owner"},
 		{`SELECT (dataenv.workspace_facts($1)).children::text WHERE $2::name IS NOT NULL`, "{}", "{" + v.fork + "}"},
 		{`SELECT coalesce((dataenv.workspace_facts($1)).is_fork::text, 'hidden') WHERE $2::name IS NOT NULL`, "hidden", "false"},
-		// the fork's copy and the schema template of the victim's datatable (victim() waits for it)
-		{`SELECT count(*)::text FROM dataenv.managed_database_list WHERE for_workspace LIKE $1 || '%' AND $2::name IS NOT NULL`, "0", "2"},
+		// the fork's copy, and the schema template of the victim's datatable with its spare
+		// (victim() waits for the refresh that builds both)
+		{`SELECT count(*)::text FROM dataenv.managed_database_list WHERE for_workspace LIKE $1 || '%' AND $2::name IS NOT NULL`, "0", "3"},
 		{`SELECT count(*)::text FROM dataenv.lake_info WHERE workspace LIKE $1 || '%' AND $2::name IS NOT NULL`, "0", "2"},
 		{`SELECT count(*)::text FROM dataenv.workspace_chain WHERE workspace LIKE $1 || '%' AND $2::name IS NOT NULL`, "0", "3"},
 		{`SELECT count(*)::text FROM dataenv.fork_copy_list WHERE workspace LIKE $1 || '%' AND $2::name IS NOT NULL`, "0", "1"},
