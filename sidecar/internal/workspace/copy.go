@@ -67,7 +67,8 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	started := s.cfg.Now()
 	c := Copy{Cluster: it.Cluster, Database: it.Database, Workspace: fork, Datatable: it.Datatable, Mode: it.Mode,
 		ParentDatabase: it.ParentDatabase, Request: req.ID, incarnation: incarnation}
-	plan, err := s.readPlanWithOwner(ctx, rep, c)
+	var read readTimes
+	plan, err := s.readPlanWithOwner(ctx, rep, c, &read)
 	if err != nil {
 		return err
 	}
@@ -99,8 +100,8 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	}
 	it.Status, it.Fidelity = "created", fid
 	done := s.cfg.Now()
-	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s, database created %s: %s; loaded and finished %s: %s)",
-		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), ms(created.last.Sub(planned)), created,
+	request.Report(ctx, rep, step, "done", fmt.Sprintf("%s by %s in %s (parent read %s: %s; database created %s: %s; loaded and finished %s: %s)",
+		it.Database, it.Method, ms(done.Sub(started)), ms(planned.Sub(started)), &read, ms(created.last.Sub(planned)), created,
 		ms(done.Sub(created.last)), phases))
 	return nil
 }

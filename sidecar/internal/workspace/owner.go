@@ -47,21 +47,26 @@ func forkOwnerOf(ctx context.Context, l *cluster.Locked, workspace string, incar
 // the lock, and forkOwnerOf under the copy's lock then finds the role made (the role cache) and
 // checks it again. A failed plan read is the error returned first; whatever the role step made
 // is dropped by the fork's rollback like any of its roles.
-func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c Copy) (*parentPlan, error) {
+func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c Copy, times *readTimes) (*parentPlan, error) {
 	type planRead struct {
 		plan *parentPlan
 		err  error
 	}
 	read := make(chan planRead, 1)
 	reading := false
+	begun := s.cfg.Now()
 	ownerErr := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(lctx context.Context, l *cluster.Locked) error {
+		times.locked = s.cfg.Now().Sub(begun)
 		conn, err := l.Connect(lctx, c.ParentDatabase)
 		if err != nil {
 			return err
 		}
+		connected := s.cfg.Now()
+		times.connected = connected.Sub(begun) - times.locked
 		reading = true
 		go func() {
 			p, err := readPlanOn(ctx, conn, c.ParentDatabase, c.Mode)
+			times.plan = s.cfg.Now().Sub(connected)
 			// Closed before the plan is handed over; a full_copy's TEMPLATE copy of the parent
 			// needs its session gone from the server, not just closed.
 			if c.Mode == ModeFullCopy {
@@ -72,12 +77,13 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 			read <- planRead{p, err}
 		}()
 		_, err = forkOwnerOf(lctx, l, c.Workspace, c.incarnation, c.Database)
+		times.role = s.cfg.Now().Sub(connected)
 		return err
 	})
 	if !reading {
 		return nil, ownerErr
 	}
-	r := <-read
+	r := <-read // happens after the reader's writes to times
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -85,6 +91,15 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 		return nil, ownerErr
 	}
 	return r.plan, nil
+}
+
+// readTimes is where readPlanWithOwner's time went, for the copy's "done" step: the plan read
+// and the role run side by side once the parent is connected.
+type readTimes struct{ locked, connected, plan, role time.Duration }
+
+func (t *readTimes) String() string {
+	return fmt.Sprintf("lifecycle lock %s, parent connected %s, then plan %s alongside the fork's role %s",
+		ms(t.locked), ms(t.connected), ms(t.plan), ms(t.role))
 }
 
 // templateOwnerOf is the role that owns a schema template's objects: the cluster's application
