@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReplaceSectionKeepsOthers(t *testing.T) {
@@ -28,5 +29,19 @@ func TestReplaceSectionKeepsOthers(t *testing.T) {
 	}
 	if _, err := replaceSection(beginMarker("x")+"\n", "x", "y"); err == nil {
 		t.Error("a section without its end marker was accepted")
+	}
+}
+
+func TestForkOutline(t *testing.T) {
+	steps := "+58 ms workspace role r created: on cluster instance for workspace f\n" +
+		"  +141 ms workspace f created: fork of p with 1 datatable(s) (checks and cleanup 15ms, copies 106ms, commit 12ms)\n" +
+		"  +160 ms lakes of f prepared: 0 lake(s)"
+	got := forkOutline(steps, 161*time.Millisecond)
+	want := "the fork 161ms: checks and cleanup 15ms, copies 106ms, commit 12ms, then grants and lakes prepared 20ms"
+	if got != want {
+		t.Errorf("forkOutline = %q, want %q", got, want)
+	}
+	if got := forkOutline("+3 ms copy datatable d (schema_only) done: x", time.Second); got != "" {
+		t.Errorf("forkOutline without a created step = %q, want empty", got)
 	}
 }
