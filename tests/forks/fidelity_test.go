@@ -143,8 +143,16 @@ func TestForkFidelity(t *testing.T) {
 	})
 	t.Run("schema_only/schema_template", func(t *testing.T) {
 		res := check(t, wsID("so2"), "schema_only", "schema_template", expectation{})
-		if res.Fidelity.Template.Status != "used" || res.Fidelity.Template.Database == "" {
-			t.Errorf("result: schema template %+v, want used", res.Fidelity.Template)
+		if res.Fidelity.Template.Status != "used" || res.Fidelity.Template.Database == "" || res.Fidelity.Template.Spare == "" {
+			t.Errorf("result: schema template %+v, want used, by taking its spare", res.Fidelity.Template)
+		}
+		// A fork that finds no spare copies the template itself: the same catalogs. The next
+		// spare is made, then kept out of reach (as if it were still being built).
+		f.mustSucceed(res.Fidelity.Template.Request)
+		mustExec(t, f.sql, `UPDATE dataenv.schema_templates SET state = 'building' WHERE workspace = $1 AND spare_of IS NOT NULL`, ws)
+		res = check(t, wsID("so3"), "schema_only", "schema_template", expectation{})
+		if res.Fidelity.Template.Status != "used" || res.Fidelity.Template.Spare != "" {
+			t.Errorf("result: schema template %+v, want used, copied (no spare was ready)", res.Fidelity.Template)
 		}
 	})
 	t.Run("full_copy/template", func(t *testing.T) {
