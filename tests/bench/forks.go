@@ -327,7 +327,7 @@ func (fb *forkBench) fork(ctx context.Context, parent, fork, mode, holdDB string
 }
 
 // forkOutline is where a whole create_fork's time went (took: started_at to finished_at), from its
-// workspace's "created" step: checks and cleanup, copies and commit as the step says, then the
+// workspace's "created" step: checks, cleanup, copies and commit as the step says, then the
 // preparation after the commit (grants and lakes) to finished_at.
 func forkOutline(steps string, took time.Duration) string {
 	for _, l := range strings.Split(steps, "\n") {

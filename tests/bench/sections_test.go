@@ -34,10 +34,10 @@ func TestReplaceSectionKeepsOthers(t *testing.T) {
 
 func TestForkOutline(t *testing.T) {
 	steps := "+58 ms workspace role r created: on cluster instance for workspace f\n" +
-		"  +141 ms workspace f created: fork of p with 1 datatable(s) (checks and cleanup 15ms, copies 106ms, commit 12ms)\n" +
+		"  +141 ms workspace f created: fork of p with 1 datatable(s) (checks 5ms and cleanup 10ms, copies 106ms, commit 12ms)\n" +
 		"  +160 ms lakes of f prepared: 0 lake(s)"
 	got := forkOutline(steps, 161*time.Millisecond)
-	want := "the fork 161ms: checks and cleanup 15ms, copies 106ms, commit 12ms, then grants and lakes prepared 20ms"
+	want := "the fork 161ms: checks 5ms and cleanup 10ms, copies 106ms, commit 12ms, then grants and lakes prepared 20ms"
 	if got != want {
 		t.Errorf("forkOutline = %q, want %q", got, want)
 	}

@@ -123,6 +123,7 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 	if err != nil {
 		return nil, err
 	}
+	planned := s.cfg.Now()
 	if err := s.cleanupPreviousIncarnation(ctx, rep, req, args.Fork); err != nil {
 		if request.IsTransient(err) {
 			return nil, err // the next attempt cleans up and goes on
@@ -144,8 +145,8 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 	if err := s.commitFork(ctx, req, args, incarnation, plan); err != nil {
 		return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 	}
-	request.Report(ctx, rep, "workspace "+args.Fork, "created", fmt.Sprintf("fork of %s with %d datatable(s) (checks and cleanup %s, copies %s, commit %s)",
-		args.Parent, len(plan), ms(checked.Sub(begun)), ms(copied.Sub(checked)), ms(s.cfg.Now().Sub(copied))))
+	request.Report(ctx, rep, "workspace "+args.Fork, "created", fmt.Sprintf("fork of %s with %d datatable(s) (checks %s and cleanup %s, copies %s, commit %s)",
+		args.Parent, len(plan), ms(planned.Sub(begun)), ms(checked.Sub(planned)), ms(copied.Sub(checked)), ms(s.cfg.Now().Sub(copied))))
 	return s.prepare(ctx, rep, &ForkResult{Workspace: args.Fork, Parent: args.Parent, Datatables: plan, SharedLakes: args.SharedLakes, pin: args.PinLakes})
 }
 
