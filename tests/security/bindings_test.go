@@ -103,6 +103,22 @@ func TestNoBindingReachesAnInstallationOrATemplate(t *testing.T) {
 			}
 		}
 	}
+	// A database forked a moment ago and made a template since: the fork's early check may
+	// remember it passing, the check on the connection the copy reads it with does not.
+	late := e.parentDB("late")
+	mustExec(t, e.admin.conn, `SELECT dataenv.add_datatable($1, 'late', $2, $3)`, ws, e.cluster, late)
+	e.mustSucceed(e.request(e.owner.conn, `SELECT dataenv.create_fork($1, $2, '{"late": "schema_only"}')`, ws, ws+"/c"))
+	mustExec(t, external.Connect(t, "postgres"), `ALTER DATABASE `+ident(late)+` IS_TEMPLATE true`)
+	t.Cleanup(func() {
+		_ = sqlErr(external.Connect(t, "postgres"), `ALTER DATABASE `+ident(late)+` IS_TEMPLATE false`)
+	})
+	e.mustFail(e.request(e.owner.conn, `SELECT dataenv.create_fork($1, $2, '{"late": "full_copy"}')`, ws, ws+"/d"), "is a template")
+	if databaseExists(t, names.ForkDatabase(ws+"/d", "late")) {
+		t.Fatal("a copy of a database made a template was made")
+	}
+	if n := queryInt(t, e.sql, `SELECT count(*)::int FROM dataenv.workspace_roles WHERE workspace = $1`, ws+"/d"); n != 0 {
+		t.Fatalf("the refused fork left %d workspace role records", n)
+	}
 	local := control.CreateDatabase(t)
 	mustExec(t, control.Connect(t, "postgres"), `ALTER DATABASE `+ident(local)+` IS_TEMPLATE true`)
 	t.Cleanup(func() {

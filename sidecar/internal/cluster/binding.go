@@ -103,10 +103,34 @@ func (l *Locked) checkBindableOn(ctx context.Context, conn *pgx.Conn, database s
 	return nil
 }
 
+// ConnectBindable is an admin connection to database once CheckBindable passed on it: for a
+// caller that reads the database next, the check costs no connection of its own.
+func (l *Locked) ConnectBindable(ctx context.Context, database string) (*pgx.Conn, error) {
+	conn, err := l.Connect(ctx, database)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.checkBindableOn(ctx, conn, database); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	l.admin.bindable.remember(bindableKey{cluster: l.cluster.Name, hostPort: l.cluster.HostPort(), database: database})
+	return conn, nil
+}
+
 // CheckBindable is Locked.CheckBindable under the cluster's lifecycle lock (released on return).
 func (a *Admin) CheckBindable(ctx context.Context, cluster, database string) error {
 	return a.WithLifecycleLock(ctx, cluster, nil, func(ctx context.Context, l *Locked) error {
 		return l.CheckBindable(ctx, database)
+	})
+}
+
+// CheckBindableRecent is Locked.CheckBindableRecent under the cluster's lifecycle lock: for an
+// early refusal by a caller that checks again on the connection it reads the database with
+// (ConnectBindable).
+func (a *Admin) CheckBindableRecent(ctx context.Context, cluster, database string) error {
+	return a.WithLifecycleLock(ctx, cluster, nil, func(ctx context.Context, l *Locked) error {
+		return l.CheckBindableRecent(ctx, database)
 	})
 }
 

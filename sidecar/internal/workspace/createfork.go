@@ -212,9 +212,12 @@ func (s *Service) plan(ctx context.Context, req *request.Request, args createArg
 		}
 	}
 	// A copy reads the parent's database as the cluster's admin: never one no binding may reach.
+	// Checked here (a database that passed within bindableTTL is not connected to again) so that
+	// a refused fork changes nothing, and again on the connection the copy reads the parent with
+	// (readPlanWithOwner).
 	for _, it := range plan {
 		if it.Mode != ModeKeepOriginal {
-			if err := s.cfg.Clusters.CheckBindable(ctx, it.Cluster, it.ParentDatabase); err != nil {
+			if err := s.cfg.Clusters.CheckBindableRecent(ctx, it.Cluster, it.ParentDatabase); err != nil {
 				return nil, fmt.Errorf("create_fork: datatable %q: %w", it.Datatable, err)
 			}
 		}

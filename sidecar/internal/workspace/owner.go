@@ -42,8 +42,9 @@ func forkOwnerOf(ctx context.Context, l *cluster.Locked, workspace string, incar
 // readPlanWithOwner reads the parent's plan (mode c.Mode) while the fork's owner role is made on
 // c's cluster and the copy's database noted for it: they do not depend on each other, and on a
 // small parent the role's CREATE ROLE and records cost as much as the plan's reads. One
-// lifecycle-lock section opens the connection to the parent (so the two never queue for the
-// lock one behind the other) and makes the role; the plan is read on that connection outside
+// lifecycle-lock section opens the connection to the parent, checking on it that no binding is
+// refused the parent (ConnectBindable), so the two never queue for the lock one behind the other,
+// and makes the role; the plan is read on that connection outside
 // the lock, and forkOwnerOf under the copy's lock then finds the role made (the role cache) and
 // checks it again. A failed plan read is the error returned first; whatever the role step made
 // is dropped by the fork's rollback like any of its roles.
@@ -57,7 +58,7 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 	begun := s.cfg.Now()
 	ownerErr := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(lctx context.Context, l *cluster.Locked) error {
 		times.locked = s.cfg.Now().Sub(begun)
-		conn, err := l.Connect(lctx, c.ParentDatabase)
+		conn, err := l.ConnectBindable(lctx, c.ParentDatabase)
 		if err != nil {
 			return err
 		}
@@ -98,7 +99,7 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 type readTimes struct{ locked, connected, plan, role time.Duration }
 
 func (t *readTimes) String() string {
-	return fmt.Sprintf("lifecycle lock %s, parent connected %s, then plan %s alongside the fork's role %s",
+	return fmt.Sprintf("lifecycle lock %s, parent connected and checked %s, then plan %s alongside the fork's role %s",
 		ms(t.locked), ms(t.connected), ms(t.plan), ms(t.role))
 }
 
