@@ -83,8 +83,13 @@ func (s *Service) handlePrepare(ctx context.Context, req *request.Request, rep r
 	return s.Prepare(ctx, a.Workspace, rep, true)
 }
 
+// datatablesSQL lists workspace $1's datatables, and whether each is the workspace's own fork
+// copy, ready (made, owned and finished by its create_fork).
 const datatablesSQL = `
-SELECT datatable, cluster, database FROM dataenv.datatable_resolution_all WHERE workspace = $1 ORDER BY datatable`
+SELECT r.datatable, r.cluster, r.database,
+       EXISTS (SELECT FROM dataenv.fork_copies c
+                WHERE c.workspace = r.workspace AND c.cluster = r.cluster AND c.database = r.database AND c.state = 'ready')
+  FROM dataenv.datatable_resolution_all r WHERE r.workspace = $1 ORDER BY r.datatable`
 
 const clustersSQL = `
 SELECT DISTINCT catalog_cluster FROM dataenv.lakes WHERE workspace = $1 ORDER BY 1`
@@ -95,6 +100,13 @@ SELECT DISTINCT catalog_cluster FROM dataenv.lakes WHERE workspace = $1 ORDER BY
 // datatable that cannot be granted fails the whole; without (create_fork), it is reported in
 // the result and the step, and connection_info shows it not ready.
 func (s *Service) Prepare(ctx context.Context, workspace string, rep request.Reporter, strict bool) (*Result, error) {
+	return s.prepare(ctx, workspace, rep, strict, false)
+}
+
+// prepare is Prepare; with ownCopiesDone (create_fork, right after its commit), the workspace's
+// own fork copies are not connected to: the fork made each one owned by its role and finished
+// it to the parent's privileges, which is all GrantDatatable would find to do there.
+func (s *Service) prepare(ctx context.Context, workspace string, rep request.Reporter, strict, ownCopiesDone bool) (*Result, error) {
 	if _, err := control.ReadWorkspace(ctx, s.Control, workspace); err != nil {
 		if errors.Is(err, control.ErrNotFound) {
 			return nil, request.Refusef("no workspace named %q", workspace)
@@ -105,15 +117,31 @@ func (s *Service) Prepare(ctx context.Context, workspace string, rep request.Rep
 	if err != nil {
 		return nil, request.Retryable(fmt.Errorf("read the datatables of %q: %w", workspace, err))
 	}
-	dts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Datatable, error) {
-		var d Datatable
-		return d, r.Scan(&d.Datatable, &d.Cluster, &d.Database)
+	type listed struct {
+		d       Datatable
+		ownCopy bool
+	}
+	dts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (listed, error) {
+		var l listed
+		return l, r.Scan(&l.d.Datatable, &l.d.Cluster, &l.d.Database, &l.ownCopy)
 	})
 	if err != nil {
 		return nil, request.Retryable(fmt.Errorf("read the datatables of %q: %w", workspace, err))
 	}
 	res := &Result{Workspace: workspace, Datatables: []Datatable{}, Roles: map[string]string{}}
-	for _, d := range dts {
+	for _, l := range dts {
+		d := l.d
+		if ownCopiesDone && l.ownCopy {
+			role, err := s.Clusters.EnsureWorkspaceRole(ctx, d.Cluster, workspace)
+			if err != nil {
+				return nil, fmt.Errorf("the role of workspace %q on cluster %q: %w", workspace, d.Cluster, err)
+			}
+			d.Role = role.Name
+			res.Roles[d.Cluster] = role.Name
+			request.Reportf(ctx, rep, "datatable "+d.Datatable, "owned", "%s owns its copy %s on cluster %s", role.Name, d.Database, d.Cluster)
+			res.Datatables = append(res.Datatables, d)
+			continue
+		}
 		role, err := s.Clusters.GrantDatatableRole(ctx, d.Cluster, workspace, d.Database, rep)
 		if err != nil {
 			if strict || request.IsRetryable(err) {
@@ -192,5 +220,5 @@ func (s *Service) handleRotate(ctx context.Context, req *request.Request, rep re
 // PrepareFork is Prepare for create_fork (workspace.ForkPreparer): a datatable the role cannot be
 // granted (a cluster not set up) is reported, not fatal; the lakes must be prepared.
 func (s *Service) PrepareFork(ctx context.Context, fork string, rep request.Reporter) (any, error) {
-	return s.Prepare(ctx, fork, rep, false)
+	return s.prepare(ctx, fork, rep, false, true)
 }
