@@ -134,8 +134,13 @@ func (l *Locked) createDatatableRole(ctx context.Context, args roleArgs, req uui
 		out.Status, out.Detail = StatusCreated, "NOLOGIN, granted to "+c.AppRole
 	}
 	crashpoint.HitOnce(CrashAfterCreateRole)
-	if st, err = readRoleState(ctx, conn, args.Role); err != nil || !st.exists || st.comment != marker {
-		return nil, request.Refusef("datatable role %q on cluster %q changed while it was being created (%v); dataenv does not record it", args.Role, c.Name, err)
+	// A failed read says nothing about the role (a restarting server): the next attempt finds it
+	// with this request's marker and adopts it.
+	if st, err = readRoleState(ctx, conn, args.Role); err != nil {
+		return nil, retryable(err)
+	}
+	if !st.exists || st.comment != marker {
+		return nil, request.Refusef("datatable role %q on cluster %q changed while it was being created; dataenv does not record it", args.Role, c.Name)
 	}
 	_, err = l.Control().Exec(ctx, `INSERT INTO dataenv.datatable_roles (cluster, role, description, created_by_request, role_oid)
 		VALUES ($1, $2, $3, $4, $5)`, c.Name, args.Role, args.Description, req, st.oid)
