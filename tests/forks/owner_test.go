@@ -115,3 +115,23 @@ func TestForkRoleOwnsCopiesAndIsDropped(t *testing.T) {
 		}
 	})
 }
+
+// TestDatatableRoleSurvivesAFailedReread: create_datatable_role reads the role back after
+// creating it; when that read fails (a server restarting in between, made here by a test hook)
+// the request is retried, adopts the role its first attempt made and records it, instead of
+// refusing it as changed and leaving an unrecorded role behind.
+func TestDatatableRoleSurvivesAFailedReread(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.sidecar.Kill()
+	f.sidecar = f.startSidecar("DATAENV_CRASH_AT=cluster.create_datatable_role.fail_reread", "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
+	role := f.prefix + "reread"
+	r := f.mustSucceed(f.request(f.sql, `SELECT dataenv.create_datatable_role($1, $2)`, f.name, role))
+	if !strings.Contains(string(r.result), "adopted") {
+		t.Errorf("result %s: want the role adopted by the retry", r.result)
+	}
+	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.datatable_roles WHERE cluster = $1 AND role = $2`, f.name, role); n != 1 {
+		t.Fatalf("%d records of role %s, want 1", n, role)
+	}
+	f.mustSucceed(f.request(f.sql, `SELECT dataenv.drop_datatable_role($1, $2)`, f.name, role))
+}

@@ -17,7 +17,10 @@ import (
 // Crash points of the datatable role side effects.
 const (
 	CrashAfterCreateRole = "cluster.create_datatable_role.after_create"
-	CrashAfterDropRole   = "cluster.drop_datatable_role.after_drop"
+	// CrashFailRoleReread makes the first re-read of a datatable role just created fail, as a
+	// server restarting between CREATE ROLE and that read does.
+	CrashFailRoleReread = "cluster.create_datatable_role.fail_reread"
+	CrashAfterDropRole  = "cluster.drop_datatable_role.after_drop"
 )
 
 // RoleOutcome is the result of a datatable role request.
@@ -136,7 +139,10 @@ func (l *Locked) createDatatableRole(ctx context.Context, args roleArgs, req uui
 	crashpoint.HitOnce(CrashAfterCreateRole)
 	// A failed read says nothing about the role (a restarting server): the next attempt finds it
 	// with this request's marker and adopts it.
-	if st, err = readRoleState(ctx, conn, args.Role); err != nil {
+	if st, err = readRoleState(ctx, conn, args.Role); err == nil {
+		err = crashpoint.FailOnce(CrashFailRoleReread)
+	}
+	if err != nil {
 		return nil, retryable(err)
 	}
 	if !st.exists || st.comment != marker {
