@@ -28,12 +28,29 @@ SELECT d.datistemplate,
 // dataenv installation (this control database included, whichever cluster entry names it). It
 // connects to the database as the cluster's admin; a refusal is a *request.RefusedError.
 func (l *Locked) CheckBindable(ctx context.Context, database string) error {
-	conn, err := l.Connect(ctx, database)
+	conn, err := l.connectChecked(ctx, database)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return l.checkBindableOn(ctx, conn, database)
+	return conn.Close(context.WithoutCancel(ctx))
+}
+
+// connectChecked is an admin connection to database on which checkBindableOn passed.
+func (l *Locked) connectChecked(ctx context.Context, database string) (*pgx.Conn, error) {
+	conn, err := l.Connect(ctx, database)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.checkBindableOn(ctx, conn, database); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
+}
+
+// bindableKeyOf is database as this cluster's connections reach it.
+func (l *Locked) bindableKeyOf(database string) bindableKey {
+	return bindableKey{cluster: l.cluster.Name, hostPort: l.cluster.HostPort(), database: database}
 }
 
 // bindableTTL is how long a database that passed CheckBindable is taken to pass it still, at
@@ -75,7 +92,7 @@ func (c *bindableCache) remember(k bindableKey) {
 // cluster (its connect and authentication were half of a job's resolve time). A refusal is never
 // remembered.
 func (l *Locked) CheckBindableRecent(ctx context.Context, database string) error {
-	k := bindableKey{cluster: l.cluster.Name, hostPort: l.cluster.HostPort(), database: database}
+	k := l.bindableKeyOf(database)
 	if l.admin.bindable.recent(k) {
 		return nil
 	}
@@ -106,15 +123,11 @@ func (l *Locked) checkBindableOn(ctx context.Context, conn *pgx.Conn, database s
 // ConnectBindable is an admin connection to database once CheckBindable passed on it: for a
 // caller that reads the database next, the check costs no connection of its own.
 func (l *Locked) ConnectBindable(ctx context.Context, database string) (*pgx.Conn, error) {
-	conn, err := l.Connect(ctx, database)
+	conn, err := l.connectChecked(ctx, database)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.checkBindableOn(ctx, conn, database); err != nil {
-		_ = conn.Close(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	l.admin.bindable.remember(bindableKey{cluster: l.cluster.Name, hostPort: l.cluster.HostPort(), database: database})
+	l.admin.bindable.remember(l.bindableKeyOf(database))
 	return conn, nil
 }
 

@@ -70,14 +70,11 @@ SELECT o.kind, o.schema, o.name, o.priv,
 // copy) nothing is granted or revoked.
 func (l *Locked) GrantDatatable(ctx context.Context, workspace, database string) (*WorkspaceRole, error) {
 	// One connection to the database serves the check and the grants.
-	conn, err := l.Connect(ctx, database)
+	conn, err := l.connectChecked(ctx, database)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := l.checkBindableOn(ctx, conn, database); err != nil {
-		return nil, err
-	}
 	role, err := l.EnsureWorkspaceRole(ctx, workspace)
 	if err != nil {
 		return nil, err
