@@ -201,6 +201,9 @@ SELECT pg_catalog.format('%I.%I', n.nspname, c.relname), pg_catalog.has_table_pr
  ORDER BY 1`
 
 	// uncreatableSQL: what only a superuser may create (PostgreSQL 15-18), outside extensions.
+	// An aggregate's own pg_proc row is in language internal whatever its support functions are
+	// written in; CREATE AGGREGATE needs no superuser (its support functions are listed on their
+	// own), so aggregates are not taken for functions in an untrusted language.
 	uncreatableSQL = `
 WITH member AS (SELECT classid, objid FROM pg_catalog.pg_depend WHERE deptype IN ('e', 'i'))
 SELECT 'pg_catalog.pg_event_trigger'::pg_catalog.regclass::oid, e.oid, 'event trigger ' || pg_catalog.quote_ident(e.evtname),
@@ -241,7 +244,7 @@ UNION ALL
 SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass::oid, p.oid, 'function ' || (pg_catalog.pg_identify_object('pg_catalog.pg_proc'::pg_catalog.regclass, p.oid, 0)).identity,
        'written in ' || l.lanname || ', a language only a superuser may use'
   FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
- WHERE p.oid >= 16384 AND NOT l.lanpltrusted
+ WHERE p.oid >= 16384 AND NOT l.lanpltrusted AND p.prokind <> 'a'
    AND NOT EXISTS (SELECT FROM member m WHERE m.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND m.objid = p.oid)
 UNION ALL
 SELECT 'pg_catalog.pg_type'::pg_catalog.regclass::oid, t.oid, 'type ' || pg_catalog.format_type(t.oid, NULL),
