@@ -19,7 +19,7 @@ SELECT t.workspace, t.datatable, t.cluster, t.database, t.parent_database, t.own
   FROM dataenv.schema_templates t
  WHERE dataenv.can_use_workspace(t.workspace);
 COMMENT ON VIEW dataenv.schema_template_list IS
-    'The schema templates of the datatables of workspaces the caller may use: the database schema_only forks are copied from while the parent''s schema is unchanged (state ready), with the fingerprint of the schema it holds. A row with spare_of is a spare: a TEMPLATE copy of that template made in the background, which the next schema_only fork renames into its copy instead of copying the template while it waits (taken: a fork is doing so).';
+    'The schema templates of the datatables of workspaces the caller may use: the database schema_only forks are copied from while the parent''s schema is unchanged (state ready), with the fingerprint of the schema it holds. A row with spare_of is a spare: a TEMPLATE copy of that template made in the background, which the next schema_only fork renames into its copy instead of copying the template while it waits (taken: a fork is doing so). A row in state dropping is being dropped, and never used.';
 
 -- Internal: how many templates a datatable entry still has (visible or not), for the validator.
 CREATE OR REPLACE FUNCTION dataenv.schema_template_leftovers(workspace text, datatable text) RETURNS integer

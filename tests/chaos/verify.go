@@ -63,6 +63,10 @@ func (h *harness) leftovers(ctx context.Context) ([]leftover, error) {
 			AND datname NOT IN (SELECT database FROM dataenv.schema_templates WHERE workspace = 'prod')`},
 		{controlDB, "schema_templates row", `SELECT database FROM dataenv.schema_templates WHERE workspace <> 'prod'
 			OR NOT EXISTS (SELECT FROM dataenv.datatables d WHERE d.workspace = 'prod' AND d.name = schema_templates.datatable)`},
+		// A ready template or spare is copied by the next fork: its database must exist (both
+		// clusters are the same server).
+		{controlDB, "ready schema_templates row naming a database that is gone", `SELECT database FROM dataenv.schema_templates
+			WHERE state = 'ready' AND database NOT IN (SELECT datname FROM pg_database)`},
 		{controlDB, "datatable_roles record", `SELECT role FROM dataenv.datatable_roles`},
 		{controlDB, "fork_copies row", `SELECT database FROM dataenv.fork_copies`},
 		{controlDB, "fork_lake_namespaces row", `SELECT metadata_schema FROM dataenv.fork_lake_namespaces`},

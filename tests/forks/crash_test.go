@@ -1,6 +1,7 @@
 package forks_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -241,5 +242,95 @@ func TestCrashTakingASpare(t *testing.T) {
 				t.Fatalf("%d ready registry rows of the fork", n)
 			}
 		})
+	}
+}
+
+// TestCrashDroppingASchemaTemplate kills the sidecar after a refresh dropped an outdated
+// template's database and before its ledger row went, then brings the parent's schema back to
+// that template's fingerprint (a comment made and removed) before the refresh runs again. The
+// row must not be taken for the current template: the rerun builds one for the schema the parent
+// has, every ready row names a database that exists, and the forks after it are copies of it.
+func TestCrashDroppingASchemaTemplate(t *testing.T) {
+	t.Parallel()
+	env := []string{"DATAENV_CRASH_AT=fork.template.dropped", "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+	f, a, p, ws := newCrashWorkspace(t, env)
+	fork := func() (forkFidelity, string) {
+		name := wsID("f")
+		return f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, name)), "d"), name
+	}
+	readyWithoutDatabase := func(when string) { t.Helper(); checkReadyTemplatesExist(t, f, ws, when) }
+	first, _ := fork()
+	f.mustSucceed(first.Fidelity.Template.Request) // the first template and its spare: nothing to drop
+
+	parent := external.Connect(t, p)
+	defer parent.Close(f.ctx)
+	mustExec(t, parent, `COMMENT ON TABLE customers IS 'a comment that changes the fingerprint'`)
+	changed, _ := fork()
+	if changed.Method != "dump" {
+		t.Fatalf("the fork after a schema change was made by %s, want dump", changed.Method)
+	}
+	waitExit(t, f.sidecar) // its refresh built the new template and died dropping the old one
+	mustExec(t, parent, `COMMENT ON TABLE customers IS NULL`)
+	f.sidecar = f.startSidecar(env...)
+	f.mustSucceed(changed.Fidelity.Template.Request)
+	readyWithoutDatabase("after the rerun of the refresh")
+
+	for i := range 2 { // the spare, then a copy of the template itself (the refresh makes a new spare)
+		r, name := fork()
+		if r.Method != "schema_template" {
+			t.Fatalf("fork %d after the interrupted drop was made by %s, want schema_template", i, r.Method)
+		}
+		if s, ps := schemaOf(t, names.ForkDatabase(name, "d")), schemaOf(t, p); s != ps {
+			t.Fatalf("fork %d after the interrupted drop differs from the parent:\n%s\n---\n%s", i, s, ps)
+		}
+		f.mustSucceed(r.Fidelity.Template.Request)
+		readyWithoutDatabase(fmt.Sprintf("after the refresh of fork %d", i))
+	}
+}
+
+// checkReadyTemplatesExist fails t when a ready schema template (or spare) row of workspace ws
+// names a database that is gone.
+func checkReadyTemplatesExist(t *testing.T, f *fixture, ws, when string) {
+	t.Helper()
+	ready := queryString(t, f.sql, `SELECT coalesce(string_agg(database, ','), '') FROM dataenv.schema_templates
+		WHERE workspace = $1 AND state = 'ready'`, ws)
+	for _, db := range strings.Split(ready, ",") {
+		if db != "" && !databaseExists(t, db) {
+			t.Fatalf("%s: the ready ledger row of %s names a database that is gone", when, db)
+		}
+	}
+}
+
+// TestMissingSchemaTemplateIsRebuilt starts from what an older release could leave after an
+// interrupted drop: a ready template row whose database and record are gone. A schema_only fork
+// that finds no spare is restored from a dump instead of failing, and the refresh it asks for
+// builds the template again; the next fork copies it.
+func TestMissingSchemaTemplateIsRebuilt(t *testing.T) {
+	t.Parallel()
+	f, a, p, ws := newCrashWorkspace(t, nil)
+	fork := func() (forkFidelity, string) {
+		name := wsID("f")
+		return f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, name)), "d"), name
+	}
+	first, _ := fork()
+	f.mustSucceed(first.Fidelity.Template.Request)
+	tpl := queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1 AND spare_of IS NULL`, ws)
+	ext := external.Connect(t, "postgres")
+	mustExec(t, ext, `DROP DATABASE `+ident(tpl))
+	mustExec(t, f.sql, `DELETE FROM dataenv.managed_databases WHERE name = $1`, tpl)
+	mustExec(t, f.sql, `UPDATE dataenv.schema_templates SET state = 'building' WHERE workspace = $1 AND spare_of IS NOT NULL`, ws)
+
+	r, _ := fork()
+	if r.Method != "dump" {
+		t.Fatalf("the fork whose template is gone was made by %s, want dump", r.Method)
+	}
+	f.mustSucceed(r.Fidelity.Template.Request)
+	checkReadyTemplatesExist(t, f, ws, "after the refresh")
+	r, name := fork()
+	if r.Method != "schema_template" {
+		t.Fatalf("the fork after the template was rebuilt was made by %s, want schema_template", r.Method)
+	}
+	if s, ps := schemaOf(t, names.ForkDatabase(name, "d")), schemaOf(t, p); s != ps {
+		t.Fatalf("the fork from the rebuilt template differs from the parent:\n%s\n---\n%s", s, ps)
 	}
 }

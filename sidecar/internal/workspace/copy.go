@@ -297,7 +297,7 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 		}
 	}
 	if err != nil {
-		if !templateRefused(err) {
+		if !templateRefused(err) && (c.Mode != ModeSchemaOnly || !templateMissing(err)) {
 			return err
 		}
 		s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
@@ -389,6 +389,14 @@ func (s *Service) toolsFor(ctx context.Context, plan *parentPlan) (pgtool.Set, e
 func templateRefused(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "55006" || pgErr.Code == "42501")
+}
+
+// templateMissing: 3D000, the template database does not exist. A schema template's ledger row
+// may name a database that is gone (an older release left one after an interrupted drop): the
+// copy is then restored from a dump, and the refresh it asks for builds the template again.
+func templateMissing(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "3D000"
 }
 
 func humanBytes(b int64) string {

@@ -266,8 +266,11 @@ func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Re
 }
 
 // rollback drops every copy this request made, so that a failed create_fork leaves nothing
-// behind (registry rows of copies whose drop fails stay, and the next create_fork or drop_fork
-// of this id retries them). It returns cause, with what could not be cleaned up.
+// behind. It returns cause, with what could not be cleaned up. A cleanup stopped by a transient
+// fault makes the request retry (the next attempt makes the fork again, or fails again and
+// rolls back again): a fork that failed for good must not leave its copies and roles to a later
+// create_fork or drop_fork of the same id, which may never come. Registry rows of copies whose
+// drop failed for good stay, and such a later request retries them.
 func (s *Service) rollback(ctx context.Context, req *request.Request, rep request.Reporter, fork string, incarnation time.Time, cause error) error {
 	ctx = context.WithoutCancel(ctx)
 	copies, err := Copies(ctx, s.cfg.Control, fork)
@@ -281,12 +284,25 @@ func (s *Service) rollback(ctx context.Context, req *request.Request, rep reques
 		}
 	}
 	if _, failed := s.dropCopies(ctx, rep, mine); len(failed) > 0 {
+		if allTransient(failed) {
+			return cleanupInterrupted(cause, errors.New(failureText(failed)))
+		}
 		return fmt.Errorf("%w (copies left registered for a later cleanup: %s)", cause, failureText(failed))
 	}
 	if err := s.dropForkRoles(ctx, rep, fork, incarnation); err != nil {
+		if request.IsTransient(err) {
+			return cleanupInterrupted(cause, err)
+		}
 		return fmt.Errorf("%w (the fork's workspace role is left for a later cleanup: %v)", cause, err)
 	}
 	return cause
+}
+
+// cleanupInterrupted is the error of a rollback that a transient fault stopped: retryable,
+// whatever cause was (a refusal is named, not wrapped, so that it does not end the request
+// with the cleanup undone).
+func cleanupInterrupted(cause, err error) error {
+	return retryable(fmt.Errorf("%v (its cleanup was interrupted and is retried: %w)", cause, err))
 }
 
 // requestCreatedAt is the create_fork request's created_at, read from the control database: the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -134,6 +135,9 @@ func (s *Service) dropForkRoles(ctx context.Context, rep request.Reporter, fork 
 	var errs []error
 	for _, c := range clusters {
 		if err := s.cfg.Clusters.WithLifecycleLock(ctx, c, rep, func(ctx context.Context, l *cluster.Locked) error {
+			if err := crashpoint.FailOnce(CrashFailRollbackRoleDrop); err != nil {
+				return retryable(err) // tests: a transient fault in a failed fork's cleanup
+			}
 			return l.DropWorkspaceRole(ctx, fork)
 		}); err != nil {
 			errs = append(errs, fmt.Errorf("cluster %s: %w", c, err))

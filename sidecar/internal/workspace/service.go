@@ -29,6 +29,10 @@ const (
 	CrashAfterWorkspaceDrop  = "fork.after_workspace_drop"           // drop_fork: workspace row gone, copies not dropped
 	CrashTemplateCreated     = "fork.template.after_create_database" // schema template database created, empty
 	CrashTemplateLoaded      = "fork.template.after_load"            // schema template restored, not ready
+	CrashTemplateDropped     = "fork.template.dropped"               // schema template's database dropped, its row still there
+	// CrashFailRollbackRoleDrop makes the first role drop of a failed create_fork's rollback fail
+	// with a transient error (crashpoint.FailOnce), instead of dying.
+	CrashFailRollbackRoleDrop = "fork.rollback.fail_role_drop"
 )
 
 // ForkCleaner is another area's cleanup of what it holds for a fork (the lake area: fork

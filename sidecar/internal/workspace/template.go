@@ -199,15 +199,28 @@ func (s *Service) ensureTemplate(ctx context.Context, req *request.Request, rep 
 		return nil, err
 	}
 	var owner copyOwner
+	var current *schemaTemplate
 	if err := s.cfg.Clusters.WithLifecycleLock(ctx, entry.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
-		owner, err = templateOwnerOf(ctx, l)
-		return err
+		if owner, err = templateOwnerOf(ctx, l); err != nil {
+			return err
+		}
+		// A ready row whose database is gone (an older release could leave one after an
+		// interrupted drop) is not current: a new template is built and the row dropped with
+		// the others that are not kept.
+		if t := currentTemplate(ts, entry.Cluster, entry.Database, plan.Fingerprint, owner.Role); t != nil {
+			found, err := existsOnCluster(ctx, l, t.Database)
+			if found {
+				current = t
+			}
+			return err
+		}
+		return nil
 	}); err != nil {
 		return nil, err
 	}
-	if t := currentTemplate(ts, entry.Cluster, entry.Database, plan.Fingerprint, owner.Role); t != nil {
-		res.Database = t.Database
-		return t, nil
+	if current != nil {
+		res.Database = current.Database
+		return current, nil
 	}
 	t := &schemaTemplate{Cluster: entry.Cluster, Database: names.SchemaTemplate(entry.Workspace, entry.Datatable, req.ID.String()),
 		Workspace: entry.Workspace, Datatable: entry.Datatable, ParentDatabase: entry.Database, Owner: owner.Role,
@@ -322,12 +335,18 @@ func nonNil(l []notCarried) []notCarried {
 
 // dropTemplate drops a template's database (guarded: the template prefix, the record and the
 // marker of the request that registered it, no use but its own) and then its row, under the
-// cluster's lifecycle lock. A template whose database was never created just loses its row.
+// cluster's lifecycle lock. The row is marked dropping first: an interrupted drop must not leave
+// a ready row naming a database that is gone, which a later parent schema with the template's
+// fingerprint would pick again. A template whose database was never created just loses its row.
 func (s *Service) dropTemplate(ctx context.Context, rep request.Reporter, t schemaTemplate) error {
 	if !strings.HasPrefix(t.Database, names.TemplatePrefix) {
 		return request.Refusef("registry row names database %q, which is not a schema template (%s*); it is left alone", t.Database, names.TemplatePrefix)
 	}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, t.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
+		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.schema_templates SET state = 'dropping', taken_by_request = NULL
+			WHERE cluster = $1 AND database = $2 AND created_by_request = $3`, t.Cluster, t.Database, t.Request); err != nil {
+			return retryable(fmt.Errorf("mark schema template %q dropping: %w", t.Database, err))
+		}
 		c := Copy{Cluster: t.Cluster, Database: t.Database, Workspace: t.Workspace, Request: t.Request}
 		rec, err := recordOf(ctx, l.Control(), c)
 		if err != nil {
@@ -356,6 +375,7 @@ func (s *Service) dropTemplate(ctx context.Context, rep request.Reporter, t sche
 				return err
 			}
 		}
+		crashpoint.HitOnce(CrashTemplateDropped)
 		_, err = l.Control().Exec(ctx, `DELETE FROM dataenv.schema_templates WHERE cluster = $1 AND database = $2 AND created_by_request = $3`,
 			t.Cluster, t.Database, t.Request)
 		if err != nil {
