@@ -143,22 +143,14 @@ func TestDatatableRoleSurvivesAFailedReread(t *testing.T) {
 // and leaves neither the role nor its record.
 func TestFailedForkRetriesAnInterruptedCleanup(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.sidecar.Kill()
-	f.sidecar = f.startSidecar("DATAENV_CRASH_AT=fork.rollback.fail_role_drop", "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
-	a := f.newUser()
-	p := f.parentDB("rb", 5)
-	ws := wsID("rb")
-	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
-	f.grantDatabase(a, f.name, p)
-	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'c', $2, $3)`, ws, f.name, p)
+	f, a, p, ws := newCrashWorkspace(t, []string{"DATAENV_CRASH_AT=fork.rollback.fail_role_drop", "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()})
 	held := external.Connect(t, p) // a session on the parent: the full_copy is a dump, which the check refuses
 	defer held.Close(f.ctx)
 	mustExec(t, held, `SET ROLE `+ident(f.appRole)+`;
 		CREATE FUNCTION public.in_parent() RETURNS boolean LANGUAGE sql AS $$ SELECT current_database() = `+quote(p)+` $$;
 		ALTER TABLE public.orders ADD CONSTRAINT only_in_parent CHECK (public.in_parent()); RESET ROLE`)
 	fork := wsID("rb")
-	id := f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"c": "full_copy"}')`, ws, fork)
+	id := f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "full_copy"}')`, ws, fork)
 	f.mustFail(id, "only_in_parent")
 	if n := queryInt(t, f.sql, `SELECT attempts FROM dataenv.requests WHERE id = $1::uuid`, id); n < 2 {
 		t.Errorf("attempts %d: the interrupted cleanup was not retried", n)
