@@ -334,3 +334,25 @@ func TestMissingSchemaTemplateIsRebuilt(t *testing.T) {
 		t.Fatalf("the fork from the rebuilt template differs from the parent:\n%s\n---\n%s", s, ps)
 	}
 }
+
+// TestCrashInARollbackThenRetried: a create_fork fails for a passing fault before its commit (a
+// test hook), its rollback drops the copy's database and the sidecar dies before the copy's
+// registry row and record go. The request runs again: the row must not count as a ready copy
+// (the database is gone); the copy is made again and the fork succeeds with it.
+func TestCrashInARollbackThenRetried(t *testing.T) {
+	t.Parallel()
+	env := []string{"DATAENV_CRASH_AT=fork.fail_before_commit,cluster.drop_database.after_drop", "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+	f, a, p, ws := newCrashWorkspace(t, env)
+	fork := wsID("f")
+	id := f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "full_copy"}')`, ws, fork)
+	waitExit(t, f.sidecar)
+	f.sidecar = f.startSidecar(env...)
+	f.mustSucceed(id)
+	db := names.ForkDatabase(fork, "d")
+	if !databaseExists(t, db) {
+		t.Fatalf("fork %s succeeded without its copy %s", fork, db)
+	}
+	if s, ps := schemaOf(t, db), schemaOf(t, p); s != ps {
+		t.Fatalf("the copy made again differs from the parent:\n%s\n---\n%s", s, ps)
+	}
+}

@@ -41,10 +41,17 @@ func (s *Service) dropCopy(ctx context.Context, rep request.Reporter, c Copy) er
 // did not record yet (a crash between CREATE DATABASE and the record) is first adopted through
 // the cluster package, which recognizes it by its marker or its staging name.
 // Uses in also (reset_fork: the fork's own datatable entry) do not keep it from being dropped.
+// The registry row is marked dropping first: until the caller removes it, it must not say ready
+// for a database that may be gone (a create_fork that runs again after its rollback was
+// interrupted would keep it as done).
 func dropCopyLocked(ctx context.Context, l *cluster.Locked, c Copy, also ...cluster.Use) error {
 	if !strings.HasPrefix(c.Database, names.ForkPrefix) {
 		return request.Refusef("registry row names database %q on cluster %q, which is not a fork database (%s*); it is left alone",
 			c.Database, c.Cluster, names.ForkPrefix)
+	}
+	if _, err := l.Control().Exec(ctx, `UPDATE dataenv.fork_copies SET state = $4 WHERE cluster = $1 AND database = $2 AND created_by_request = $3`,
+		c.Cluster, c.Database, c.Request, StateDropping); err != nil {
+		return retryable(fmt.Errorf("mark fork copy %q dropping: %w", c.Database, err))
 	}
 	rec, err := recordOf(ctx, l.Control(), c)
 	if err != nil {

@@ -142,6 +142,9 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 	}
 	copied := s.cfg.Now()
 	crashpoint.HitOnce(CrashBeforeCommit)
+	if err := crashpoint.FailOnce(CrashFailBeforeCommit); err != nil {
+		return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, retryable(err)) // tests: a passing fault before the commit
+	}
 	if err := s.commitFork(ctx, req, args, incarnation, plan); err != nil {
 		return nil, s.rollback(ctx, req, rep, args.Fork, incarnation, err)
 	}

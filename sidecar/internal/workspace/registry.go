@@ -34,6 +34,7 @@ type Copy struct {
 const (
 	StateCreating = "creating"
 	StateReady    = "ready"
+	StateDropping = "dropping" // its database is being dropped (dropCopyLocked, dropTemplate); never used
 )
 
 const copyColumns = `cluster, database, workspace, datatable, mode, parent_database, coalesce(method, ''), state, created_by_request, report`

@@ -30,6 +30,9 @@ const (
 	CrashTemplateCreated     = "fork.template.after_create_database" // schema template database created, empty
 	CrashTemplateLoaded      = "fork.template.after_load"            // schema template restored, not ready
 	CrashTemplateDropped     = "fork.template.dropped"               // schema template's database dropped, its row still there
+	// CrashFailBeforeCommit makes the first create_fork that reaches its commit fail there with a
+	// transient error (crashpoint.FailOnce): its rollback runs and the request is retried.
+	CrashFailBeforeCommit = "fork.fail_before_commit"
 	// CrashFailRollbackRoleDrop makes the first role drop of a failed create_fork's rollback fail
 	// with a transient error (crashpoint.FailOnce), instead of dying.
 	CrashFailRollbackRoleDrop = "fork.rollback.fail_role_drop"

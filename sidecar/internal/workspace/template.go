@@ -343,8 +343,8 @@ func (s *Service) dropTemplate(ctx context.Context, rep request.Reporter, t sche
 		return request.Refusef("registry row names database %q, which is not a schema template (%s*); it is left alone", t.Database, names.TemplatePrefix)
 	}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, t.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
-		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.schema_templates SET state = 'dropping', taken_by_request = NULL
-			WHERE cluster = $1 AND database = $2 AND created_by_request = $3`, t.Cluster, t.Database, t.Request); err != nil {
+		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.schema_templates SET state = $4, taken_by_request = NULL
+			WHERE cluster = $1 AND database = $2 AND created_by_request = $3`, t.Cluster, t.Database, t.Request, StateDropping); err != nil {
 			return retryable(fmt.Errorf("mark schema template %q dropping: %w", t.Database, err))
 		}
 		c := Copy{Cluster: t.Cluster, Database: t.Database, Workspace: t.Workspace, Request: t.Request}
