@@ -89,6 +89,10 @@ func TestPartialDropAndRecreate(t *testing.T) {
 	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.fork_copies WHERE workspace = $1 AND database = $2`, fork, two); n != 1 {
 		t.Fatal("the failed copy's registry row is gone")
 	}
+	// The refused drop dropped nothing: the row says ready again, not dropping.
+	if st := queryString(t, f.sql, `SELECT state FROM dataenv.fork_copies WHERE workspace = $1 AND database = $2`, fork, two); st != "ready" {
+		t.Fatalf("the registry row of the copy whose drop was refused says %q, want ready", st)
+	}
 	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.fork_copies WHERE workspace = $1`, fork); n != 1 {
 		t.Fatal("the dropped copy's registry row remains")
 	}

@@ -43,16 +43,35 @@ func (s *Service) dropCopy(ctx context.Context, rep request.Reporter, c Copy) er
 // Uses in also (reset_fork: the fork's own datatable entry) do not keep it from being dropped.
 // The registry row is marked dropping first: until the caller removes it, it must not say ready
 // for a database that may be gone (a create_fork that runs again after its rollback was
-// interrupted would keep it as done).
+// interrupted would keep it as done). A refused drop, which dropped nothing, puts the row's
+// state back.
 func dropCopyLocked(ctx context.Context, l *cluster.Locked, c Copy, also ...cluster.Use) error {
 	if !strings.HasPrefix(c.Database, names.ForkPrefix) {
 		return request.Refusef("registry row names database %q on cluster %q, which is not a fork database (%s*); it is left alone",
 			c.Database, c.Cluster, names.ForkPrefix)
 	}
-	if _, err := l.Control().Exec(ctx, `UPDATE dataenv.fork_copies SET state = $4 WHERE cluster = $1 AND database = $2 AND created_by_request = $3`,
-		c.Cluster, c.Database, c.Request, StateDropping); err != nil {
-		return retryable(fmt.Errorf("mark fork copy %q dropping: %w", c.Database, err))
+	if err := setCopyState(ctx, l.Control(), c, StateDropping); err != nil {
+		return err
 	}
+	err := dropCopyDatabase(ctx, l, c, also...)
+	if request.IsRefused(err) && c.State != "" && c.State != StateDropping {
+		if serr := setCopyState(ctx, l.Control(), c, c.State); serr != nil {
+			return fmt.Errorf("%w (and its registry row stays %s: %v)", err, StateDropping, serr)
+		}
+	}
+	return err
+}
+
+func setCopyState(ctx context.Context, q *pgx.Conn, c Copy, state string) error {
+	if _, err := q.Exec(ctx, `UPDATE dataenv.fork_copies SET state = $4 WHERE cluster = $1 AND database = $2 AND created_by_request = $3`,
+		c.Cluster, c.Database, c.Request, state); err != nil {
+		return retryable(fmt.Errorf("mark fork copy %q %s: %w", c.Database, state, err))
+	}
+	return nil
+}
+
+// dropCopyDatabase is dropCopyLocked once the registry row says dropping.
+func dropCopyDatabase(ctx context.Context, l *cluster.Locked, c Copy, also ...cluster.Use) error {
 	rec, err := recordOf(ctx, l.Control(), c)
 	if err != nil {
 		return err
