@@ -297,7 +297,7 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 		}
 	}
 	if err != nil {
-		if !templateRefused(err) && (c.Mode != ModeSchemaOnly || !templateMissing(err)) {
+		if !templateRefused(err) && !(c.Mode == ModeSchemaOnly && templateMissing(err)) {
 			return err
 		}
 		s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
