@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/migrations"
+	"github.com/dataenv/dataenv/sidecar/internal/pgsession"
 	"github.com/dataenv/dataenv/sqlapi"
 )
 
@@ -93,7 +94,7 @@ func connectControl(ctx context.Context, conn *pgx.Conn, controlDB string) (*pgx
 	}
 	cfg := conn.Config().Copy()
 	cfg.Database = controlDB
-	cfg.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	pgsession.Pin(cfg.RuntimeParams)
 	ctrl, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to control database %s: %w", controlDB, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/install"
+	"github.com/dataenv/dataenv/sidecar/internal/pgsession"
 )
 
 func runInstall(ctx context.Context, args []string, stdout io.Writer) error {
@@ -113,7 +114,14 @@ func (fs controlFlags) parseAndConnect(ctx context.Context, args []string) (*pgx
 	if err := requireDSN(*fs.dsn); err != nil {
 		return nil, err
 	}
-	conn, err := pgx.Connect(ctx, *fs.dsn)
+	cfg, err := pgx.ParseConfig(*fs.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("--dsn: %w", err)
+	}
+	// The database's owner may have set session defaults (role among them): the install acts as
+	// the role it connects as, with the settings it expects.
+	pgsession.Pin(cfg.RuntimeParams)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to control database: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/job"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
+	"github.com/dataenv/dataenv/sidecar/internal/pgsession"
 	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 	"github.com/dataenv/dataenv/sidecar/internal/satellite"
@@ -60,15 +61,15 @@ func Run(ctx context.Context, cfg Config) error {
 		Remote: satellite.IsEnvelope, RemoteConcurrency: 2 * cfg.SatelliteConnections})
 }
 
-// openPool opens the control pool every component shares. Its sessions pin search_path: the
-// sidecar's role owns the dataenv schema, and nothing it runs may resolve to an object another
-// role created.
+// openPool opens the control pool every component shares. Its sessions pin their settings
+// (pgsession): the sidecar's role owns the dataenv schema, nothing it runs may resolve to an
+// object another role created, and the control database's owner sets no default for them.
 func openPool(ctx context.Context, dsn, appName string) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse control DSN: %w", err)
 	}
-	pcfg.ConnConfig.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	pgsession.Pin(pcfg.ConnConfig.RuntimeParams)
 	pcfg.ConnConfig.RuntimeParams["application_name"] = appName
 	pcfg.MaxConns = 16
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)

@@ -12,11 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// pinnedSearchPath is the search_path of every connection dataenv opens to a cluster, set in the
-// startup packet so that no statement ever runs with a caller-controlled search_path.
-const pinnedSearchPath = "pg_catalog, pg_temp"
+	"github.com/dataenv/dataenv/sidecar/internal/pgsession"
+)
 
 // maintenanceDatabase is the database external clusters are administered from.
 const maintenanceDatabase = "postgres"
@@ -40,7 +38,8 @@ func (a *Admin) connConfig(c *Cluster, database string) (*pgx.ConnConfig, error)
 	if database != "" {
 		cfg.Database = database
 	}
-	cfg.RuntimeParams["search_path"] = pinnedSearchPath
+	// The database's owner may have set session defaults (role among them) for every session.
+	pgsession.Pin(cfg.RuntimeParams)
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "dataenv"
 	}

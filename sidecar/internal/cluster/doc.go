@@ -49,7 +49,9 @@
 // the cluster's sslmode; root_certificate_pem is trusted in addition to the system roots (pgx: a
 // cert pool; libpq tools: a 0600 bundle file in a private temporary directory, removed by
 // Libpq.Close). sslmode=require with a root certificate verifies the chain (verify-ca), as libpq
-// does. Every connection pins search_path to "pg_catalog, pg_temp" in its startup parameters;
+// does. Every connection pins its session settings in its startup parameters (package
+// pgsession: search_path "pg_catalog, pg_temp", no role, writable, no timeouts, ...), which outrank
+// the defaults a database's owner may set for every session in it (ALTER DATABASE ... SET);
 // libpq tools get PGOPTIONS for the same. External clusters are administered from the postgres
 // database.
 //

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/internal/pgsession"
 )
 
 // Libpq is how a libpq tool (pg_dump, psql, pg_restore) reaches a cluster as its admin: the
@@ -21,7 +23,7 @@ import (
 //
 // Set: PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, PGSSLMODE, PGSSLROOTCERT (a 0600 file in a
 // private temporary directory holding the system roots plus the cluster's root_certificate_pem,
-// removed by Close), PGOPTIONS (search_path pinned to pg_catalog, pg_temp), PGAPPNAME and
+// removed by Close), PGOPTIONS (the session settings of package pgsession pinned), PGAPPNAME and
 // PGCONNECT_TIMEOUT. Every other PG* variable of the sidecar's environment is dropped.
 type Libpq struct {
 	// Env holds the PG* variables (including PGPASSWORD: never log it).
@@ -66,7 +68,7 @@ func (a *Admin) libpqFor(c *Cluster, cfg *pgx.ConnConfig, app string) (*Libpq, e
 		"PGDATABASE=" + cfg.Database,
 		"PGPASSWORD=" + cfg.Password,
 		"PGSSLMODE=" + sslmode,
-		"PGOPTIONS=-c search_path=pg_catalog,pg_temp",
+		"PGOPTIONS=" + pgsession.Options(),
 		"PGAPPNAME=" + app,
 		"PGCONNECT_TIMEOUT=10",
 	}}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/internal/pgsession"
 )
 
 // gate holds one advisory lock per in-flight request on a connection of its own, from shortly
@@ -102,6 +104,7 @@ func (g *gate) session(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pgsession.Pin(cfg.RuntimeParams)
 	cfg.RuntimeParams["application_name"] = g.appName
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

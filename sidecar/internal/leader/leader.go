@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/internal/pgsession"
 )
 
 const tryLockSQL = `SELECT pg_try_advisory_lock(dataenv.lock_class('leader'), hashtext(current_database()))`
@@ -83,6 +85,7 @@ func (e *Elector) try(ctx context.Context, interval time.Duration, log *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("parse control DSN: %w", err)
 	}
+	pgsession.Pin(cfg.RuntimeParams)
 	cfg.RuntimeParams["application_name"] = e.AppName
 	if e.AppName == "" {
 		cfg.RuntimeParams["application_name"] = "dataenv-sidecar-leader"

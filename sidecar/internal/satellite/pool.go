@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dataenv/dataenv/sidecar/internal/pgsession"
 )
 
 // Pool holds the sidecar's connections to satellite databases: at most max of them, open and
@@ -62,7 +64,8 @@ type waiter struct {
 // role) with the database replaced and search_path pinned at connection start.
 func NewPool(control *pgxpool.Pool, limit int, idleTimeout time.Duration) *Pool {
 	cfg := control.Config().ConnConfig.Copy()
-	cfg.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	// A satellite database's owner may have set session defaults (role among them) for it.
+	pgsession.Pin(cfg.RuntimeParams)
 	cfg.RuntimeParams["application_name"] = "dataenv_satellite_envelopes"
 	cfg.RuntimeParams["lock_timeout"] = "5s"
 	// Most connections serve one envelope (more satellites than connections): preparing and
