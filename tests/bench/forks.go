@@ -44,6 +44,9 @@ type ForkRow struct {
 	SchemaChanged, DumpToday, DumpPlain time.Duration
 	// full_copy by TEMPLATE and plain TEMPLATE; by dump (parent in use) and plain dump | restore
 	FullTemplate, PlainTemplate, FullDump, PlainDumpRestore time.Duration
+	// the plain TEMPLATE copy of the parent followed by the least a fork must add to it: one
+	// session on the copy and its tables re-owned in one batch (the floor of the TEMPLATE ratio)
+	TemplateFloor time.Duration
 	// full_copy by TEMPLATE of the same schema owned by another role (every object re-owned)
 	Reowned time.Duration
 	// re-owning a TEMPLATE copy of the schema template: one ALTER TABLE ... OWNER per table in
@@ -180,13 +183,13 @@ func (fb *forkBench) measure(ctx context.Context, n, reps int, _ bool) (ForkRow,
 	}
 	row.SchemaTemplate, row.TemplateOfTemplate = medianDuration(t.so), medianDuration(t.tplOfTpl)
 	row.SchemaChanged, row.DumpToday, row.DumpPlain = medianDuration(t.changed), medianDuration(t.today), medianDuration(t.plainDump)
-	row.FullTemplate, row.PlainTemplate = medianDuration(t.fc), medianDuration(t.plainTpl)
+	row.FullTemplate, row.PlainTemplate, row.TemplateFloor = medianDuration(t.fc), medianDuration(t.plainTpl), medianDuration(t.floor)
 	row.FullDump, row.PlainDumpRestore, row.Reowned = medianDuration(t.fd), medianDuration(t.plainRestore), medianDuration(t.reowned)
 	return row, nil
 }
 
 type timings struct {
-	so, tplOfTpl, changed, today, plainDump, fc, plainTpl, fd, plainRestore, reowned []time.Duration
+	so, tplOfTpl, changed, today, plainDump, fc, plainTpl, floor, fd, plainRestore, reowned []time.Duration
 }
 
 // rep times every operation once, each after a CHECKPOINT.
@@ -244,6 +247,9 @@ func (fb *forkBench) rep(ctx context.Context, t *timings, row *ForkRow, i int, w
 		},
 		func() error {
 			return timePlain(&t.plainTpl, func() (time.Duration, error) { return fb.plainTemplate(ctx, parent) })
+		},
+		func() error {
+			return timePlain(&t.floor, func() (time.Duration, error) { return fb.templateFloor(ctx, parent, row.Tables) })
 		},
 		func() error {
 			d, m, err := fb.fork(ctx, ws, fmt.Sprintf("%s-fc-%d", ws, i), "full_copy", "")
@@ -468,6 +474,36 @@ func (fb *forkBench) plainTemplate(ctx context.Context, src string) (time.Durati
 	return fb.plainCopy(ctx, "bench_forks_plain_template", "TEMPLATE "+ident(src), nil)
 }
 
+// templateFloor times CREATE DATABASE ... TEMPLATE src and the one step of a fork's finish that
+// DESIGN.md requires and no fork can skip: a session on the copy and every table re-owned to
+// another role, one ALTER TABLE ... OWNER each in one batch and one transaction. Nothing of
+// dataenv runs: it is the least a full_copy by TEMPLATE can take (then the copy is dropped).
+func (fb *forkBench) templateFloor(ctx context.Context, src string, n int) (time.Duration, error) {
+	if err := fb.exec(ctx, "postgres", reownRolesSQL); err != nil {
+		return 0, err
+	}
+	var batch strings.Builder
+	batch.WriteString("BEGIN;\n")
+	for i := range n {
+		fmt.Fprintf(&batch, "ALTER TABLE public.t%d OWNER TO "+reownTo+";\n", i)
+	}
+	batch.WriteString("COMMIT")
+	const db = "bench_forks_floor"
+	_ = fb.exec(ctx, "postgres", `DROP DATABASE IF EXISTS `+db)
+	if err := fb.settle(ctx); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := fb.exec(ctx, "postgres", `CREATE DATABASE `+db+` TEMPLATE `+ident(src)); err != nil {
+		return 0, err
+	}
+	if err := fb.exec(ctx, db, batch.String()); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	return took, fb.exec(ctx, "postgres", `DROP DATABASE `+db)
+}
+
 // todayDump times what a schema_only fork did before schema templates: CREATE DATABASE, then
 // pg_dump --schema-only --no-owner | psql --single-transaction after SET ROLE to the
 // application role.
@@ -592,11 +628,12 @@ func renderForks(env *Env, rows []ForkRow, reps int, took time.Duration) string 
 			ratio(float64(r.SchemaChanged), float64(r.DumpToday)), ms(r.DumpPlain), ratio(float64(r.SchemaChanged), float64(r.DumpPlain)))
 	}
 	w("\n### full_copy\n\n")
-	w("| tables | nobody connected: fork | CREATE DATABASE … TEMPLATE <parent> | ratio (target ≤ 1.1) | a session on the parent: fork | pg_dump -Fc \\| pg_restore -1 | ratio (target ≤ 1.1) | parent owned by another role: fork (objects re-owned) | ratio to TEMPLATE |\n")
-	w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("| tables | nobody connected: fork | CREATE DATABASE … TEMPLATE <parent> | ratio (target ≤ 1.1) | the same copy and its tables re-owned, nothing else | floor of the ratio | a session on the parent: fork | pg_dump -Fc \\| pg_restore -1 | ratio (target ≤ 1.1) | parent owned by another role: fork (objects re-owned) | ratio to TEMPLATE |\n")
+	w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		w("| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Tables, ms(r.FullTemplate), ms(r.PlainTemplate),
-			ratio(float64(r.FullTemplate), float64(r.PlainTemplate)), ms(r.FullDump), ms(r.PlainDumpRestore),
+		w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Tables, ms(r.FullTemplate), ms(r.PlainTemplate),
+			ratio(float64(r.FullTemplate), float64(r.PlainTemplate)), ms(r.TemplateFloor), ratio(float64(r.TemplateFloor), float64(r.PlainTemplate)),
+			ms(r.FullDump), ms(r.PlainDumpRestore),
 			ratio(float64(r.FullDump), float64(r.PlainDumpRestore)), ms(r.Reowned), ratio(float64(r.Reowned), float64(r.PlainTemplate)))
 	}
 	w("\nMethods used: ")
@@ -620,6 +657,8 @@ func renderForks(env *Env, rows []ForkRow, reps int, took time.Duration) string 
 	}
 	w("\nLoad average of the machine (1 min) when the suite started and ended: %s.\n\n", env.LoadSpan())
 	w("Issue 14's targets in this run: %s.\n\n", forkTargets(rows))
+	w("The floor of the full_copy by TEMPLATE ratio in this run (the copy and its tables re-owned, nothing of dataenv, over the plain copy): %s.\n\n",
+		templateFloors(rows))
 	w("%s", forkMethod)
 	return b.String()
 }
@@ -659,6 +698,15 @@ func forkTargets(rows []ForkRow) string {
 	}, "; ")
 }
 
+// templateFloors is the floor column of every size, as text.
+func templateFloors(rows []ForkRow) string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, fmt.Sprintf("%s at %d tables", ratio(float64(r.TemplateFloor), float64(r.PlainTemplate)), r.Tables))
+	}
+	return strings.Join(out, ", ")
+}
+
 const forkMethod = `How to read it: a schema_only fork of a parent whose schema is unchanged since its schema
 template was built takes the template's spare, a CREATE DATABASE ... TEMPLATE copy of the
 template made in the background by the template's refresh (empty tables: such a copy costs what
@@ -683,7 +731,12 @@ own workspace role (made for the fork before its copies), so every TEMPLATE copy
 of the schema template, re-owns each object the parent's owners own (one ALTER ... OWNER per table,
 view, function, type, ..., sent in one batch in the finish's transaction), and a dump is restored
 connected as that role. The "parent owned by another role" column times the same for a parent
-whose objects belong to a datatable role instead of the application role.
+whose objects belong to a datatable role instead of the application role. The column "the same
+copy and its tables re-owned, nothing else" is the plain CREATE DATABASE ... TEMPLATE followed by
+the one step of a fork DESIGN.md requires that no implementation can leave out: a session on the
+copy and one ALTER TABLE ... OWNER per table, in one batch and one transaction, with no request,
+no catalog read, no role, no record and no commit of dataenv's around it. Its ratio to the plain
+copy is a floor: a full_copy fork by TEMPLATE cannot come closer to the plain copy than that.
 
 Re-owning costs what PostgreSQL's catalog work costs, not the statements: an ALTER TABLE ... OWNER
 also changes the table's indexes, TOAST table, row type and owned sequences (7 relations a table
