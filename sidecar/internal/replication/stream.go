@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/dataenv/dataenv/sidecar/internal/pgsession"
 )
 
 // Sink receives committed transactions in commit order. Deliver must not block for long (slow
@@ -104,6 +106,7 @@ func connect(ctx context.Context, dsn, appName string) (*pgconn.PgConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse control DSN: %w", err)
 	}
+	pgsession.Pin(cfg.RuntimeParams)
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = appName
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
