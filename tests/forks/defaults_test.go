@@ -6,29 +6,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/names"
+	"github.com/dataenv/dataenv/tests/testenv"
 )
 
-// ownerDefaults are session defaults the owner of a parent database (the application role, not
-// a superuser) may set for every session in it, dataenv's administrator sessions included:
-// unpinned, role makes those sessions act as another role (the plan read and pg_dump as
-// victim, which may read nothing), and the others make every statement there fail, retried as a
-// passing fault until the request's attempts run out.
-var ownerDefaults = []string{
-	`role = %s`,
-	`default_transaction_read_only = on`,
-	`statement_timeout = '1ms'`,
-	`lock_timeout = '1ms'`,
-	`default_transaction_isolation = serializable`,
-	`standard_conforming_strings = off`,
-}
-
-// plainSession is a superuser session to db with the owner's defaults undone, for the test's own
-// reads.
+// plainSession is a superuser session to db with testenv.HostileDefaults undone, for the test's
+// own reads.
 func (f *fixture) plainSession(t *testing.T, db string) *pgx.Conn {
 	t.Helper()
 	conn := f.pg.Connect(t, db)
-	mustExec(t, conn, `SET ROLE NONE; SET statement_timeout = 0; SET lock_timeout = 0;
-		SET default_transaction_read_only = off; SET standard_conforming_strings = on`)
+	testenv.UndoDefaults(t, conn)
 	return conn
 }
 
@@ -43,24 +29,11 @@ func TestOwnerDefaultsDoNotSteerTheAdmin(t *testing.T) {
 	f := newFixture(t)
 	a := f.newUser()
 	p := f.parentDB("dflt", 5)
-	victim := f.prefix + "victim"
-	super := f.pg.Connect(t, "postgres")
-	mustExec(t, super, `CREATE ROLE `+ident(victim)+` NOLOGIN`)
-	t.Cleanup(func() { _, _ = super.Exec(f.ctx, `DROP ROLE IF EXISTS `+ident(victim)) })
+	victim, _ := f.pg.CreateRole(t, "NOLOGIN")
 	owner := f.pg.Connect(t, p)
-	mustExec(t, owner, `SET ROLE `+ident(f.appRole))
-	for _, d := range ownerDefaults {
-		if d == `role = %s` {
-			d = `role = ` + ident(victim)
-		}
-		mustExec(t, owner, `ALTER DATABASE `+ident(p)+` SET `+d)
-	}
+	mustExec(t, owner, `SET ROLE `+ident(f.appRole)) // the parent's owner, no superuser, sets them
+	f.pg.HostileDefaults(t, owner, p, victim)
 	_ = owner.Close(f.ctx)
-	probe := f.pg.Connect(t, p) // the defaults bite a superuser's session that does not pin them
-	if who := queryString(t, probe, `SELECT current_user`); who != victim {
-		t.Fatalf("a superuser session in the parent runs as %s, want %s: the defaults did not take", who, victim)
-	}
-	_ = probe.Close(f.ctx)
 
 	ws := wsID("dflt")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
