@@ -1,5 +1,7 @@
-// Package pgsession pins the session settings of the connections dataenv opens to databases it
-// does not own: managed databases, parents and fork copies on a cluster, satellite databases.
+// Package pgsession pins the session settings of the connections dataenv opens to databases
+// whose owner it does not control: managed databases, parents and fork copies on a cluster,
+// satellite databases, and the control database (which may be the application's, owned by its
+// role).
 //
 // The owner of a database may give every session in it a default for any setting an ordinary
 // user may change (ALTER DATABASE ... SET), a superuser's sessions included, and so may a role
@@ -18,13 +20,13 @@ package pgsession
 
 import "strings"
 
-// SearchPath is the search_path of every pinned session: nothing dataenv runs resolves to an
+// searchPath is the search_path of every pinned session: nothing dataenv runs resolves to an
 // object another role created.
-const SearchPath = "pg_catalog, pg_temp"
+const searchPath = "pg_catalog, pg_temp"
 
 // pinned are the settings and their values, in a fixed order (Options is stable).
 var pinned = [][2]string{
-	{"search_path", SearchPath},
+	{"search_path", searchPath},
 	{"role", "none"},
 	{"default_transaction_read_only", "off"},
 	{"default_transaction_isolation", "read committed"},
