@@ -120,16 +120,15 @@ COMMENT ON FUNCTION dataenv.refresh_schema_template(text, text) IS
     'Requests that the schema template of datatable of workspace be built now (or rebuilt if the database''s schema changed), so that the next schema_only fork is a TEMPLATE copy. create_fork requests it by itself after a schema_only fork made by dump. Returns the request id.';
 
 -- Removing a datatable entry (remove_datatable, or its workspace dropped) enqueues the cleanup of
--- its templates, in the same transaction, as the role that removed it.
+-- its templates, in the same transaction, as the role that removed it. Always a request of its
+-- own: one still pending may already be running, having read the entry before this removal
+-- commits, and it would then keep the templates.
 CREATE OR REPLACE FUNCTION dataenv.datatables_after_delete() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF EXISTS (SELECT FROM dataenv.schema_templates t WHERE t.workspace = OLD.workspace AND t.datatable = OLD.name)
-       AND NOT EXISTS (SELECT FROM dataenv.requests r
-                        WHERE r.kind = 'refresh_schema_template' AND r.status = 'pending'
-                          AND r.args = jsonb_build_object('workspace', OLD.workspace, 'datatable', OLD.name)) THEN
+    IF EXISTS (SELECT FROM dataenv.schema_templates t WHERE t.workspace = OLD.workspace AND t.datatable = OLD.name) THEN
         INSERT INTO dataenv.requests (kind, args, requested_by)
         VALUES ('refresh_schema_template', jsonb_build_object('workspace', OLD.workspace, 'datatable', OLD.name), session_user);
     END IF;

@@ -3,6 +3,7 @@ package forks_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dataenv/dataenv/sidecar/names"
 )
@@ -108,5 +109,57 @@ func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 	}
 	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.managed_database_uses($1, $2) WHERE kind = 'schema template'`, f.name, p); n != 0 {
 		t.Fatalf("the parent still lists %d schema template uses", n)
+	}
+}
+
+// TestEntryDroppedWhileItsRefreshRunsLeavesNoTemplate: a refresh_schema_template request still
+// pending when its datatable entry is removed, and run before that removal commits, still sees
+// the entry and keeps the template and its spare. The removal files a cleanup of its own in any
+// case, run after it commits, so nothing is left behind. (It used to file none while a refresh
+// was pending: the templates of a dropped workspace stayed, found by a clean-clone run.)
+func TestEntryDroppedWhileItsRefreshRunsLeavesNoTemplate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.newUser()
+	p := f.parentDB("tr", 3)
+	ws := wsID("tr")
+	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
+	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'shop', $2, $3)`, ws, f.name, p)
+	first := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"shop": "schema_only"}')`,
+		ws, wsID("f"))), "shop")
+	f.mustSucceed(first.Fidelity.Template.Request)
+	dbs := queryString(t, f.sql, `SELECT string_agg(database, ',') FROM dataenv.schema_templates WHERE workspace = $1`, ws)
+	if strings.Count(dbs, ",") != 1 {
+		t.Fatalf("want a template and its spare, have %q", dbs)
+	}
+
+	if err := f.sidecar.Stop(30 * time.Second); err != nil {
+		t.Fatalf("stop the sidecar: %v", err)
+	}
+	pending := f.request(f.sql, `SELECT dataenv.refresh_schema_template($1, 'shop')`, ws)
+	tx, err := a.conn.Begin(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(f.ctx) }()
+	if _, err := tx.Exec(f.ctx, `SELECT dataenv.drop_workspace($1)`, ws); err != nil {
+		t.Fatalf("drop_workspace: %v", err)
+	}
+	f.sidecar = f.startSidecar()
+	if r := f.mustSucceed(pending); !strings.Contains(string(r.result), `"unchanged"`) {
+		t.Fatalf("the pending refresh, run before the drop commits, should keep the templates: %s", r.result)
+	}
+	if err := tx.Commit(f.ctx); err != nil {
+		t.Fatalf("commit the drop: %v", err)
+	}
+	f.mustSucceed(f.pendingRequest(t, "refresh_schema_template", ws))
+	if left := queryString(t, f.sql, `SELECT coalesce(string_agg(database, ','), '') FROM dataenv.schema_templates WHERE workspace = $1`, ws); left != "" {
+		t.Fatalf("the dropped workspace's templates are still recorded: %s", left)
+	}
+	for _, db := range strings.Split(dbs, ",") {
+		if databaseExists(t, db) {
+			t.Errorf("template or spare %s survived its workspace", db)
+		}
 	}
 }
