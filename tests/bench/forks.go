@@ -367,7 +367,6 @@ const (
 	reownDB            = "bench_forks_reown"
 	reownFrom, reownTo = "bench_forks_reown_from", "bench_forks_reown_to"
 	reownRolesSQL      = `DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'bench_forks_reown_from') THEN CREATE ROLE bench_forks_reown_from; END IF; IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'bench_forks_reown_to') THEN CREATE ROLE bench_forks_reown_to; END IF; END $$`
-	reownTableSQL      = "ALTER TABLE public.t%d OWNER TO " + reownFrom + ";"
 )
 
 // reownCost times, in a TEMPLATE copy of the schema template tpl (n tables), re-owning every
@@ -390,12 +389,6 @@ func (fb *forkBench) reownCost(ctx context.Context, tpl string, n int) (alter, r
 	if err := fb.exec(ctx, reownDB, `SELECT 1`); err != nil {
 		return 0, 0, err
 	}
-	var batch strings.Builder
-	batch.WriteString("BEGIN;\n")
-	for i := range n {
-		fmt.Fprintf(&batch, reownTableSQL+"\n", i)
-	}
-	batch.WriteString("COMMIT")
 	timed := func(sql string) (time.Duration, error) {
 		if err := fb.settle(ctx); err != nil {
 			return 0, err
@@ -404,11 +397,22 @@ func (fb *forkBench) reownCost(ctx context.Context, tpl string, n int) (alter, r
 		err := fb.exec(ctx, reownDB, sql)
 		return time.Since(start), err
 	}
-	if alter, err = timed(batch.String()); err != nil {
+	if alter, err = timed(reownBatch(n, reownFrom)); err != nil {
 		return 0, 0, err
 	}
 	reassign, err = timed("BEGIN; REASSIGN OWNED BY " + reownFrom + " TO " + reownTo + "; COMMIT")
 	return alter, reassign, err
+}
+
+// reownBatch is one transaction giving tables t0..t<n-1> to role, one ALTER TABLE ... OWNER each.
+func reownBatch(n int, role string) string {
+	var b strings.Builder
+	b.WriteString("BEGIN;\n")
+	for i := range n {
+		fmt.Fprintf(&b, "ALTER TABLE public.t%d OWNER TO %s;\n", i, role)
+	}
+	b.WriteString("COMMIT")
+	return b.String()
 }
 
 // waitTemplate waits for the newest refresh_schema_template request of ws.
@@ -482,12 +486,6 @@ func (fb *forkBench) templateFloor(ctx context.Context, src string, n int) (time
 	if err := fb.exec(ctx, "postgres", reownRolesSQL); err != nil {
 		return 0, err
 	}
-	var batch strings.Builder
-	batch.WriteString("BEGIN;\n")
-	for i := range n {
-		fmt.Fprintf(&batch, "ALTER TABLE public.t%d OWNER TO "+reownTo+";\n", i)
-	}
-	batch.WriteString("COMMIT")
 	const db = "bench_forks_floor"
 	_ = fb.exec(ctx, "postgres", `DROP DATABASE IF EXISTS `+db)
 	if err := fb.settle(ctx); err != nil {
@@ -497,7 +495,7 @@ func (fb *forkBench) templateFloor(ctx context.Context, src string, n int) (time
 	if err := fb.exec(ctx, "postgres", `CREATE DATABASE `+db+` TEMPLATE `+ident(src)); err != nil {
 		return 0, err
 	}
-	if err := fb.exec(ctx, db, batch.String()); err != nil {
+	if err := fb.exec(ctx, db, reownBatch(n, reownTo)); err != nil {
 		return 0, err
 	}
 	took := time.Since(start)

@@ -8,7 +8,7 @@ import (
 func TestOptionsEscapesBlanks(t *testing.T) {
 	got := Options()
 	for _, want := range []string{`-c search_path=pg_catalog,\ pg_temp`, `-c role=none`, `-c default_transaction_isolation=read\ committed`} {
-		if !contains(got, want) {
+		if !strings.Contains(got, want) {
 			t.Errorf("Options() = %q, want it to contain %q", got, want)
 		}
 	}
@@ -21,5 +21,3 @@ func TestPinReplacesTheConnectionString(t *testing.T) {
 		t.Errorf("Pin left %v", params)
 	}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
