@@ -15,11 +15,11 @@ CREATE POLICY schema_templates_select ON dataenv.schema_templates FOR SELECT USI
 
 CREATE OR REPLACE VIEW dataenv.schema_template_list WITH (security_barrier) AS
 SELECT t.workspace, t.datatable, t.cluster, t.database, t.parent_database, t.owner, t.state, t.fingerprint,
-       t.created_by_request, t.created_at, t.ready_at, t.spare_of
+       t.created_by_request, t.created_at, t.ready_at, t.spare_of, t.role
   FROM dataenv.schema_templates t
  WHERE dataenv.can_use_workspace(t.workspace);
 COMMENT ON VIEW dataenv.schema_template_list IS
-    'The schema templates of the datatables of workspaces the caller may use: the database schema_only forks are copied from while the parent''s schema is unchanged (state ready), with the fingerprint of the schema it holds. A row with spare_of is a spare: a TEMPLATE copy of that template made in the background, which the next schema_only fork renames into its copy instead of copying the template while it waits (taken: a fork is doing so). A row in state dropping is being dropped, and never used.';
+    'The schema templates of the datatables of workspaces the caller may use: the database schema_only forks are copied from while the parent''s schema is unchanged (state ready), with the fingerprint of the schema it holds. A row with spare_of is a spare: a TEMPLATE copy of that template made in the background, which the next schema_only fork renames into its copy instead of copying the template while it waits (taken: a fork is doing so); role is the spare''s own role, which owns it and its objects and becomes the workspace role of a fork that takes it. A row in state dropping is being dropped, and never used.';
 
 -- Internal: how many templates a datatable entry still has (visible or not), for the validator.
 CREATE OR REPLACE FUNCTION dataenv.schema_template_leftovers(workspace text, datatable text) RETURNS integer

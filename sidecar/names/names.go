@@ -16,6 +16,7 @@
 //	AncestorAlias(lake, anc)    __dataenv_dl_<lake:16>_<anc:24>_<hash8>         (at most 63 bytes)
 //	SchemaTemplate(ws, dt, b)   dataenv_tpl_<ws:24>_<dt:16>_<hash8>             (at most 62 bytes)
 //	WorkspaceRole(inst, c, ws)  dataenv_ws_<ws:40>_<hash8>                      (at most 60 bytes)
+//	SpareRole(ws, spare)        dataenv_spare_<ws:24>_<hash8>                   (at most 47 bytes)
 //
 // Mangling lowercases ASCII letters, turns every other character that is not [a-z0-9] into '_'
 // and truncates to the width shown. Mangling alone is lossy ("a-b" and "a_b" mangle alike, long
@@ -51,6 +52,8 @@ const (
 	TemplatePrefix = "dataenv_tpl_"
 	// WorkspaceRolePrefix starts the name of every per-workspace managed role.
 	WorkspaceRolePrefix = "dataenv_ws_"
+	// SpareRolePrefix starts the name of the role that owns a schema template spare's objects.
+	SpareRolePrefix = "dataenv_spare_"
 )
 
 // Marker starts the ownership comment of every database, role and schema dataenv creates.
@@ -75,6 +78,7 @@ const (
 	tagAlias    = "ancestor alias"
 	tagTemplate = "schema template"
 	tagRole     = "workspace role"
+	tagSpare    = "spare role"
 )
 
 // ForkDatabase is the name of the database holding workspace's copy of datatable:
@@ -149,6 +153,13 @@ func SchemaTemplate(workspace, datatable, build string) string {
 // compute the same name for their workspaces.
 func WorkspaceRole(installation, cluster, workspace string) string {
 	return WorkspaceRolePrefix + mangle(workspace, roleWidth) + "_" + hash8(tagRole, installation, cluster, workspace)
+}
+
+// SpareRole is the name of the role owning the objects of spare, a spare database of a schema
+// template of workspace's entry (SchemaTemplate): dataenv_spare_<mangled workspace>_<hash8>. The
+// spare's name is unique to the request that builds it, and so is the role.
+func SpareRole(workspace, spare string) string {
+	return SpareRolePrefix + mangle(workspace, workspaceWidth) + "_" + hash8(tagSpare, workspace, spare)
 }
 
 // mangle lowercases ASCII letters, replaces every other byte outside [a-z0-9] by '_' (so a

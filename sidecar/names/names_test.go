@@ -219,3 +219,21 @@ func FuzzWorkspaceRole(f *testing.F) {
 		}
 	})
 }
+
+func TestGoldenSpareRole(t *testing.T) {
+	spare := SchemaTemplate("analytics", "orders", "5b6c1d2e-0000-4000-8000-000000000001/spare")
+	got := SpareRole("analytics", spare)
+	if len(got) > MaxIdentifier || !identRE.MatchString(got) || !strings.HasPrefix(got, SpareRolePrefix) {
+		t.Errorf("SpareRole = %q: too long, unprefixed or bad characters", got)
+	}
+	long := SpareRole("a-very-long-workspace-identifier-for-feature-x", spare)
+	if len(long) > 47 {
+		t.Errorf("SpareRole of a long workspace = %q, longer than 47 bytes", long)
+	}
+	if got != "dataenv_spare_analytics_5adcf436" || long != "dataenv_spare_a_very_long_workspace_id_9c879eca" {
+		t.Errorf("SpareRole = %q and %q, golden dataenv_spare_analytics_5adcf436 and dataenv_spare_a_very_long_workspace_id_9c879eca", got, long)
+	}
+	if got == SpareRole("analytics", spare+"x") || got == SpareRole("analytics_", spare) {
+		t.Error("spare role names collide")
+	}
+}

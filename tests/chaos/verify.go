@@ -75,6 +75,9 @@ func (h *harness) leftovers(ctx context.Context) ([]leftover, error) {
 		// Both clusters are the same server: its roles are every workspace role of the run.
 		{controlDB, "workspace role", `SELECT rolname FROM pg_roles WHERE rolname LIKE 'dataenv\_ws\_%'
 			AND rolname NOT IN (SELECT role FROM dataenv.workspace_roles WHERE workspace = 'prod')`},
+		// A spare's role goes with its spare, or became a fork's workspace role.
+		{controlDB, "spare role", `SELECT rolname FROM pg_roles WHERE rolname LIKE 'dataenv\_spare\_%'
+			AND rolname NOT IN (SELECT role FROM dataenv.schema_templates WHERE workspace = 'prod' AND role IS NOT NULL)`},
 	}
 	for _, q := range queries {
 		found, err := h.names(ctx, q.db, q.sql)

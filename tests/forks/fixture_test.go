@@ -61,7 +61,10 @@ func newFixtureOn(t *testing.T, pg *testenv.Postgres, sidecarEnv ...string) *fix
 		f.name, pg.Host(), pg.Port(), adminUser, adminPW)
 	f.exec(`SELECT dataenv.update_cluster($1, app_role => $2, replication_role => $3)`, f.name, f.appRole, replRole)
 	f.sidecar = f.startSidecar(sidecarEnv...)
-	t.Cleanup(func() { settleTemplates(t, f.controlDSN) }) // runs before the sidecar stops
+	t.Cleanup(func() { // runs before the sidecar stops
+		settleTemplates(t, f.controlDSN)
+		dropSpares(t, f.controlDSN, pg)
+	})
 	f.mustSucceed(f.request(f.sql, `SELECT dataenv.setup_cluster($1)`, f.name))
 	return f
 }
@@ -87,6 +90,28 @@ func settleTemplates(t *testing.T, dsn string) {
 			t.Logf("schema template request %s did not finish: %v", id, err)
 			return
 		}
+	}
+}
+
+// dropSpares drops the spares the test's templates still have, with their roles: a spare is
+// owned by its own role, not by the application role whose databases the cleanup drops.
+func dropSpares(t *testing.T, dsn string, pg *testenv.Postgres) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT role FROM dataenv.schema_templates WHERE role IS NOT NULL`)
+	if err != nil {
+		return
+	}
+	roles, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	if err := pg.DropRoles(ctx, roles...); err != nil {
+		t.Errorf("drop the spares' roles %v: %v", roles, err)
 	}
 }
 

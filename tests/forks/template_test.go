@@ -24,9 +24,11 @@ func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
 	f.grantDatabase(a, f.name, p)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'shop', $2, $3)`, ws, f.name, p)
+	var lastFork string
 	fork := func(wantMethod string) forkFidelity {
 		t.Helper()
 		id := wsID("f")
+		lastFork = id
 		res := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"shop": "schema_only"}')`, ws, id)), "shop")
 		if res.Method != wantMethod {
 			t.Fatalf("schema_only fork made by %q, want %q (%+v)", res.Method, wantMethod, res.Fidelity)
@@ -40,7 +42,7 @@ func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 	f.mustSucceed(first.Fidelity.Template.Request)
 	tpl := queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE workspace = $1 AND state = 'ready' AND spare_of IS NULL`, ws)
 	conn := external.Connect(t, "postgres")
-	closedAndMarked := func(db string) {
+	closedAndMarked := func(db, wantOwner string) {
 		t.Helper()
 		var allow, public bool
 		var owner, comment string
@@ -48,17 +50,23 @@ func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 			has_database_privilege('public', oid, 'CONNECT') FROM pg_database WHERE datname = $1`, db).Scan(&allow, &owner, &comment, &public); err != nil {
 			t.Fatalf("database %q: %v", db, err)
 		}
-		if allow || public || owner != f.appRole || !strings.HasPrefix(comment, names.Marker) {
-			t.Fatalf("%s: connections allowed %v, PUBLIC may connect %v, owner %s, comment %q", db, allow, public, owner, comment)
+		if allow || public || owner != wantOwner || !strings.HasPrefix(comment, names.Marker) {
+			t.Fatalf("%s: connections allowed %v, PUBLIC may connect %v, owner %s (want %s), comment %q", db, allow, public, owner, wantOwner, comment)
 		}
 	}
-	closedAndMarked(tpl)
-	spareOf := func(tpl string) string {
+	closedAndMarked(tpl, f.appRole)
+	spareOf := func(tpl string) (string, string) {
 		t.Helper()
-		return queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE spare_of = $1 AND state = 'ready'`, tpl)
+		db := queryString(t, f.sql, `SELECT database FROM dataenv.schema_templates WHERE spare_of = $1 AND state = 'ready'`, tpl)
+		return db, queryString(t, f.sql, `SELECT role FROM dataenv.schema_templates WHERE database = $1`, db)
 	}
-	spare := spareOf(tpl)
-	closedAndMarked(spare)
+	spare, spareRole := spareOf(tpl)
+	closedAndMarked(spare, spareRole)
+	// The spare's own role owns it and everything in it, and can do nothing.
+	if n := queryInt(t, conn, `SELECT count(*) FROM pg_roles WHERE rolname = $1 AND NOT rolcanlogin AND NOT rolsuper AND NOT rolcreatedb
+		AND NOT rolcreaterole AND shobj_description(oid, 'pg_authid') LIKE $2 || '; spare role; %'`, spareRole, names.Marker); n != 1 {
+		t.Fatalf("the spare's role %q is not a marked NOLOGIN role without attributes", spareRole)
+	}
 	used := fork("schema_template")
 	if used.Fidelity.Template.Database != tpl || used.Fidelity.Template.Spare != spare {
 		t.Fatalf("fork copied %q (spare %q), want the template %q and its spare %q", used.Fidelity.Template.Database,
@@ -68,12 +76,28 @@ func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 		queryInt(t, f.sql, `SELECT count(*) FROM dataenv.schema_templates WHERE database = $1`, spare) != 0 {
 		t.Fatalf("the spare %s the fork took is still there under its name, or recorded", spare)
 	}
+	// The fork took the spare's role as its workspace role: gone under its name, and the fork's
+	// role logs in and owns the copy and its tables.
+	copyDB := names.ForkDatabase(lastFork, "shop")
+	copyConn := external.Connect(t, copyDB)
+	if n := queryInt(t, conn, `SELECT count(*) FROM pg_roles WHERE rolname = $1`, spareRole); n != 0 {
+		t.Fatalf("the spare's role %s is still there after a fork took the spare", spareRole)
+	}
+	if n := queryInt(t, copyConn, `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'public' AND c.relkind = 'r' AND pg_get_userbyid(c.relowner) <> $1`, used.Fidelity.Owner); n != 0 {
+		t.Fatalf("%d tables of the copy made from the spare are not owned by the fork's role %s", n, used.Fidelity.Owner)
+	}
+	copyConn.Close(f.ctx)
+	if n := queryInt(t, conn, `SELECT count(*) FROM pg_roles WHERE rolname = $1 AND rolcanlogin
+		AND pg_get_userbyid((SELECT datdba FROM pg_database WHERE datname = $2)) = $1`, used.Fidelity.Owner, copyDB); n != 1 {
+		t.Fatalf("the fork's role %s cannot log in or does not own its copy", used.Fidelity.Owner)
+	}
 	f.mustSucceed(used.Fidelity.Template.Request)
-	next := spareOf(tpl)
+	next, nextRole := spareOf(tpl)
 	if next == spare {
 		t.Fatalf("the refresh after the fork kept the taken spare %s", spare)
 	}
-	closedAndMarked(next)
+	closedAndMarked(next, nextRole)
 
 	pc := external.Connect(t, p)
 	mustExec(t, pc, `SET ROLE `+ident(f.appRole)+`; ALTER TABLE orders ADD COLUMN note text; CREATE INDEX orders_note_idx ON orders (note)`)
@@ -88,7 +112,10 @@ func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 		all != tpl2+",-" {
 		t.Fatalf("after the rebuild the rows are %q, want the template %s and one spare of it", all, tpl2)
 	}
-	spare2 := spareOf(tpl2)
+	if databaseExists(t, next) || queryInt(t, conn, `SELECT count(*) FROM pg_roles WHERE rolname = $1`, nextRole) != 0 {
+		t.Fatalf("the spare %s of the outdated template, or its role %s, is left", next, nextRole)
+	}
+	spare2, _ := spareOf(tpl2)
 	fork("schema_template")
 
 	// A TRUNCATE, a refresh or a vacuum of the parent is no schema change.
@@ -106,6 +133,10 @@ func TestSchemaTemplateFollowsTheParent(t *testing.T) {
 	if n := queryInt(t, conn, `SELECT count(*) FROM pg_database WHERE datname LIKE 'dataenv\_tpl\_' || $1 || '%'`,
 		strings.ReplaceAll(ws, "-", "_")); n != 0 {
 		t.Fatalf("%d template or spare databases of %s left on the cluster", n, ws)
+	}
+	if n := queryInt(t, conn, `SELECT count(*) FROM pg_roles WHERE rolname LIKE 'dataenv\_spare\_' || $1 || '%'`,
+		strings.ReplaceAll(ws, "-", "_")); n != 0 {
+		t.Fatalf("%d spare roles of %s left on the cluster", n, ws)
 	}
 	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.managed_database_uses($1, $2) WHERE kind = 'schema template'`, f.name, p); n != 0 {
 		t.Fatalf("the parent still lists %d schema template uses", n)

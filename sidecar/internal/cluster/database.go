@@ -48,6 +48,10 @@ type CreateOptions struct {
 	// Spare, if set, is a database made beforehand that becomes the new one instead of a CREATE
 	// DATABASE (spare.go); one that is not as recorded is left alone, and the database is created.
 	Spare *Spare
+	// Adopt, with a Spare that has a role, makes the spare's role the workspace role Owner names
+	// (sparerole.go); Owner does not exist yet. A spare that cannot be taken so fails the call with
+	// ErrSpareDeclined, having changed nothing.
+	Adopt *Adoption
 	// Conn, if set, is an admin connection to the maintenance database (Locked.Connect with "")
 	// to create the database on, which the caller keeps open and closes: a caller that already
 	// asked the cluster something saves a connection. Nil: one is opened and closed.
@@ -240,8 +244,11 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 		return false, err
 	}
 	if !st.exists && opts.Spare != nil {
-		if fromSpare, err = l.takeSpare(ctx, conn, staging, opts); err != nil {
+		if fromSpare, err = l.takeSpare(ctx, conn, staging, name, marker, opts); err != nil {
 			return false, err
+		}
+		if !fromSpare && opts.Adopt != nil {
+			return false, ErrSpareDeclined
 		}
 	}
 	if !st.exists && !fromSpare {
@@ -267,15 +274,13 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 			return false, earlierAttempt(err, "23505", "42P04")
 		}
 	}
+	if fromSpare {
+		return true, nil // takeSpare marked and renamed it in its transaction
+	}
 	// Closed to PUBLIC, marked and renamed in one statement string (one implicit transaction, one
 	// round trip): a crash or a failure leaves the staging database as CREATE DATABASE made it,
 	// which this request recognizes by its name.
-	var stmts []string
-	if opts.Private {
-		stmts = append(stmts, "REVOKE ALL ON DATABASE "+ident(staging)+" FROM PUBLIC")
-	}
-	stmts = append(stmts, "COMMENT ON DATABASE "+ident(staging)+" IS "+quoteLiteral(marker),
-		"ALTER DATABASE "+ident(staging)+" RENAME TO "+ident(name))
+	stmts := markAndRename(staging, name, marker, opts.Private)
 	if _, err := conn.Exec(ctx, strings.Join(stmts, ";\n")); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42P04" {
@@ -285,6 +290,16 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 		return false, earlierAttempt(fmt.Errorf("close to PUBLIC, mark and rename the new database %q on cluster %q: %w", name, l.cluster.Name, err), "3D000")
 	}
 	return fromSpare, nil
+}
+
+// markAndRename close the staging database to PUBLIC (private), mark it and rename it to name.
+func markAndRename(staging, name, marker string, private bool) []string {
+	var stmts []string
+	if private {
+		stmts = append(stmts, "REVOKE ALL ON DATABASE "+ident(staging)+" FROM PUBLIC")
+	}
+	return append(stmts, "COMMENT ON DATABASE "+ident(staging)+" IS "+quoteLiteral(marker),
+		"ALTER DATABASE "+ident(staging)+" RENAME TO "+ident(name))
 }
 
 // dropStaging drops this request's staging database, if there is one.

@@ -68,7 +68,7 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	c := Copy{Cluster: it.Cluster, Database: it.Database, Workspace: fork, Datatable: it.Datatable, Mode: it.Mode,
 		ParentDatabase: it.ParentDatabase, Request: req.ID, incarnation: incarnation}
 	var read readTimes
-	plan, err := s.readPlanWithOwner(ctx, rep, c, &read)
+	plan, err := s.readPlanWithOwner(ctx, rep, &c, it.Source, &read)
 	if err != nil {
 		return err
 	}
@@ -116,6 +116,9 @@ type copyJob struct {
 	// the one it took.
 	spare     *schemaTemplate
 	tookSpare string
+	// adopt: the spare is taken with its role, which becomes owner (the workspace role, made by
+	// the take; Copy.adopt).
+	adopt *cluster.Adoption
 	// cloneUnavailable says why a full_copy by TEMPLATE was not a reflink clone.
 	cloneUnavailable string
 	tools            pgtool.Set     // MethodDump: at least as new as the cluster's server
@@ -229,12 +232,6 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
 		}
-		owner, err := forkOwnerOf(ctx, l, c.Workspace, c.incarnation, c.Database)
-		if err != nil {
-			return err
-		}
-		phases.mark("registry row and owner")
-		job.owner = owner.Role
 		if len(ts) > 0 {
 			tplOwner, err := templateOwnerOf(ctx, l)
 			if err != nil {
@@ -243,10 +240,29 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 			job.template = currentTemplate(ts, c.Cluster, c.ParentDatabase, plan.Fingerprint, tplOwner.Role)
 			job.spare = readySpare(ts, job.template)
 		}
+		var owner copyOwner
+		var err error
+		if job.spare != nil && job.spare.Role != "" && c.adopt != nil {
+			job.adopt, job.owner = c.adopt, c.adopt.Role // made by taking the spare (createFromTemplate)
+		} else {
+			if job.spare != nil && job.spare.Role != "" {
+				job.spare = nil // its role can only become a workspace role that does not exist yet
+			}
+			if owner, err = forkOwnerOf(ctx, l, c.Workspace, c.incarnation, c.Database); err != nil {
+				return err
+			}
+			job.owner = owner.Role
+		}
+		phases.mark("registry row and owner")
 		if err := s.createDatabase(ctx, l, c, plan, job, func(detail string) {
 			request.Report(ctx, rep, fmt.Sprintf("copy datatable %s (%s)", it.Datatable, it.Mode), "copying", detail)
 		}); err != nil {
 			return err
+		}
+		if job.adopt != nil { // the role the spare's became (or the one made when it was declined) converges
+			if owner, err = forkOwnerOf(ctx, l, c.Workspace, c.incarnation, c.Database); err != nil {
+				return err
+			}
 		}
 		phases.mark("CREATE DATABASE, marked, renamed, recorded")
 		it.Method, it.CloneUnavailable = job.method, job.cloneUnavailable
@@ -325,12 +341,28 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 		return err
 	}
 	opts.Spare = spare
-	if spare != nil {
+	switch {
+	case spare != nil && job.adopt != nil:
+		opts.Adopt = job.adopt
+		report("ALTER DATABASE " + spare.Database + " RENAME TO " + c.Database + " and ALTER ROLE " + spare.Role + " RENAME TO " +
+			job.owner + " (a spare TEMPLATE copy of " + job.template.Database + " with its role)")
+	case spare != nil:
 		report("ALTER DATABASE " + spare.Database + " RENAME TO " + c.Database + " (a spare TEMPLATE copy of " + job.template.Database + ")")
-	} else {
+	default:
+		if err := makeOwner(ctx, l, c, job); err != nil {
+			return err
+		}
 		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database)
 	}
 	out, err := l.CreateMarkedDatabase(ctx, c.Database, opts)
+	if errors.Is(err, cluster.ErrSpareDeclined) {
+		if err := makeOwner(ctx, l, c, job); err != nil {
+			return err
+		}
+		opts.Spare, opts.Adopt = nil, nil
+		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database + " (the spare was not there as recorded)")
+		out, err = l.CreateMarkedDatabase(ctx, c.Database, opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -340,6 +372,16 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 	}
 	job.tookSpare = spare.Database
 	return forgetSpare(ctx, l.Control(), spare, c.Cluster, c.Request)
+}
+
+// makeOwner makes the copy's owner, job.owner, when the copy was to make it by taking a spare
+// with its role (job.adopt) and takes none after all; nothing when the owner exists.
+func makeOwner(ctx context.Context, l *cluster.Locked, c Copy, job *copyJob) error {
+	if job.adopt == nil {
+		return nil
+	}
+	_, err := forkOwnerOf(ctx, l, c.Workspace, c.incarnation, c.Database)
+	return err
 }
 
 // createFromParent copies an idle parent into the copy's database: by reflink clone where the

@@ -49,7 +49,12 @@ func forkOwnerOf(ctx context.Context, l *cluster.Locked, workspace string, incar
 // the lock, and forkOwnerOf under the copy's lock then finds the role made (the role cache) and
 // checks it again. A failed plan read is the error returned first; whatever the role step made
 // is dropped by the fork's rollback like any of its roles.
-func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c Copy, times *readTimes) (*parentPlan, error) {
+//
+// A schema_only copy whose workspace has no role on the cluster yet, of an entry (source's
+// datatable) whose template has a spare with a role, makes no role: it prepares to take the
+// spare's (cluster.Locked.PrepareAdoption, c.adopt), and the copy makes the role only if it takes
+// no spare after all.
+func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c *Copy, source string, times *readTimes) (*parentPlan, error) {
 	type planRead struct {
 		plan *parentPlan
 		err  error
@@ -78,6 +83,10 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 			}
 			read <- planRead{p, err}
 		}()
+		if c.adopt, err = prepareAdoption(lctx, l, *c, source); err != nil || c.adopt != nil {
+			times.role = s.cfg.Now().Sub(connected)
+			return err
+		}
 		_, err = forkOwnerOf(lctx, l, c.Workspace, c.incarnation, c.Database)
 		times.role = s.cfg.Now().Sub(connected)
 		return err
@@ -93,6 +102,31 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 		return nil, ownerErr
 	}
 	return r.plan, nil
+}
+
+// spareWithRoleSQL: the entry ($1, $2) has a ready spare with a role on cluster $3.
+const spareWithRoleSQL = `SELECT EXISTS (SELECT FROM dataenv.schema_templates
+	WHERE workspace = $1 AND datatable = $2 AND cluster = $3 AND spare_of IS NOT NULL AND state = 'ready' AND role IS NOT NULL)`
+
+// prepareAdoption prepares copy c (schema_only) to take a spare of source's entry with its role
+// as the workspace's role; nil when the entry has no such spare or the workspace has a role on
+// the cluster. The copy's database is noted for the role, as forkOwnerOf notes it.
+func prepareAdoption(ctx context.Context, l *cluster.Locked, c Copy, source string) (*cluster.Adoption, error) {
+	if c.Mode != ModeSchemaOnly {
+		return nil, nil
+	}
+	var spare bool
+	if err := l.Control().QueryRow(ctx, spareWithRoleSQL, source, c.Datatable, c.Cluster).Scan(&spare); err != nil {
+		return nil, retryable(fmt.Errorf("look for a spare of %s/%s: %w", source, c.Datatable, err))
+	}
+	if !spare {
+		return nil, nil
+	}
+	a, err := l.PrepareAdoption(ctx, c.Workspace, c.incarnation)
+	if err != nil || a == nil {
+		return nil, err
+	}
+	return a, l.NoteWorkspaceDatabase(ctx, c.Workspace, c.Database)
 }
 
 // readTimes is where readPlanWithOwner's time went, for the copy's "done" step: the plan read

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,9 @@ type Copy struct {
 	// incarnation is the created_at the fork's workspace row is committed with (the create_fork
 	// request's): the incarnation its workspace role is made for while the copies are made.
 	incarnation time.Time
+	// adopt: the copy may take its schema template's spare with the spare's role, which becomes
+	// the workspace's role on the cluster (readPlanWithOwner prepared it; nil: the role exists).
+	adopt *cluster.Adoption
 }
 
 // Copy states.

@@ -35,16 +35,27 @@ type schemaTemplate struct {
 	Report                                                         []notCarried
 	Request                                                        uuid.UUID
 	SpareOf                                                        string
+	// Role is a spare's own role, owner of its database and objects ("" for a template, and for a
+	// spare made before spares had roles, whose objects are Owner's).
+	Role string
+}
+
+// databaseOwner is the role that owns the template's database.
+func (t *schemaTemplate) databaseOwner() string {
+	if t.Role != "" {
+		return t.Role
+	}
+	return t.Owner
 }
 
 const templateColumns = `cluster, database, workspace, datatable, parent_database, owner, coalesce(fingerprint, ''), state, report,
-	created_by_request, coalesce(spare_of, '')`
+	created_by_request, coalesce(spare_of, ''), coalesce(role, '')`
 
 func scanTemplate(row pgx.CollectableRow) (schemaTemplate, error) {
 	var t schemaTemplate
 	var report []byte
 	if err := row.Scan(&t.Cluster, &t.Database, &t.Workspace, &t.Datatable, &t.ParentDatabase, &t.Owner, &t.Fingerprint,
-		&t.State, &report, &t.Request, &t.SpareOf); err != nil {
+		&t.State, &report, &t.Request, &t.SpareOf, &t.Role); err != nil {
 		return t, err
 	}
 	return t, json.Unmarshal(report, &t.Report)
@@ -334,8 +345,8 @@ func nonNil(l []notCarried) []notCarried {
 }
 
 // dropTemplate drops a template's database (guarded: the template prefix, the record and the
-// marker of the request that registered it, no use but its own) and then its row, under the
-// cluster's lifecycle lock. The row is marked dropping first: an interrupted drop must not leave
+// marker of the request that registered it, no use but its own), a spare's role, and then its
+// row, under the cluster's lifecycle lock. The row is marked dropping first: an interrupted drop must not leave
 // a ready row naming a database that is gone, which a later parent schema with the template's
 // fingerprint would pick again. A template whose database was never created just loses its row.
 func (s *Service) dropTemplate(ctx context.Context, rep request.Reporter, t schemaTemplate) error {
@@ -359,7 +370,7 @@ func (s *Service) dropTemplate(ctx context.Context, rep request.Reporter, t sche
 			}
 			if found { // created, not recorded yet: adopt it through the cluster package, then drop it
 				if _, err := l.CreateMarkedDatabase(ctx, t.Database, cluster.CreateOptions{Request: t.Request,
-					ForWorkspace: t.Workspace, Owner: t.Owner}); err != nil {
+					ForWorkspace: t.Workspace, Owner: t.databaseOwner()}); err != nil {
 					return fmt.Errorf("adopt the interrupted schema template %q before dropping it: %w", t.Database, err)
 				}
 				rec = t.Request
@@ -372,6 +383,11 @@ func (s *Service) dropTemplate(ctx context.Context, rep request.Reporter, t sche
 			}
 			if _, err := l.DropMarkedDatabase(ctx, t.Database, cluster.DropOptions{TerminateSessions: true,
 				Exempt: []cluster.Use{{Kind: UseSchemaTemplate, Name: t.Workspace + "/" + t.Datatable}}}); err != nil {
+				return err
+			}
+		}
+		if t.Role != "" { // after its database: the role owns the spare's objects
+			if err := l.DropSpareRole(ctx, t.Role, t.Request); err != nil {
 				return err
 			}
 		}
