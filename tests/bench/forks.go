@@ -708,14 +708,17 @@ func templateFloors(rows []ForkRow) string {
 const forkMethod = `How to read it: a schema_only fork of a parent whose schema is unchanged since its schema
 template was built takes the template's spare, a CREATE DATABASE ... TEMPLATE copy of the
 template made in the background by the template's refresh (empty tables: such a copy costs what
-the catalogs weigh, the plain column), and renames it into its copy; the suite waits for the
-refresh each fork asks for, which makes the next spare (not timed), so every timed fork finds one.
-A fork that finds none copies the template while it waits, which costs the plain column more (the
-ratios of 2026-12-05, before spares: 3.48 at 10 tables, 1.33 at 100, 3.22 at 1000). On top of it
-comes the fork's own work: reading the parent's plan and schema
-fingerprint (a digest of its catalog rows), the fork's workspace role, the registry and database
-records, re-owning the copy's objects to that role, setting its sequences to the parent's
-positions, its settings and access list, and the fork's commit. The "where the time went" lines
+the catalogs weigh, the plain column) and owned, objects and all, by a role of its own, and
+renames the spare into its copy and the spare's role into the fork's workspace role in one
+transaction, so that nothing is left to re-own; the suite waits for the refresh each fork asks
+for, which makes the next spare (not timed), so every timed fork finds one. A fork that finds
+none copies the template while it waits, which costs the plain column more (the ratios of
+2026-12-05, before spares: 3.48 at 10 tables, 1.33 at 100, 3.22 at 1000), and re-owns the
+copy's objects (before spares had roles, with a spare: 3.41 at 10 tables, 1.41 at 100, 1.99 at
+1000, where re-owning took 258 ms of the fork's 544). On top of it comes the fork's own work:
+reading the parent's plan and schema fingerprint (a digest of its catalog rows), the registry and
+database records, the fork's workspace role, setting its sequences to the parent's positions,
+its privileges, settings and access list, and the fork's commit. The "where the time went" lines
 above are that work as the fork's own request reported it. After a schema change (here a COMMENT
 ON TABLE, which changes the fingerprint) the fork is restored from a dump like before, pg_dump -Fc
 | pg_restore --single-transaction as the fork's owner, and a refresh_schema_template request
@@ -725,8 +728,8 @@ dataenv's bookkeeping around it, which a fork of either version adds; the old fo
 measured 0.86-0.89 of the plain pg_dump | psql (an earlier run of this suite, same machine), the
 last column's reference. A full_copy of a parent nobody is connected to is CREATE DATABASE ...
 TEMPLATE; with a session on the parent it is a dump and restore. Every copy is owned by the fork's
-own workspace role (made for the fork before its copies), so every TEMPLATE copy, of the parent or
-of the schema template, re-owns each object the parent's owners own (one ALTER ... OWNER per table,
+own workspace role, so every TEMPLATE copy of the parent (or of the schema template, without a
+spare) re-owns each object the parent's owners own (one ALTER ... OWNER per table,
 view, function, type, ..., sent in one batch in the finish's transaction), and a dump is restored
 connected as that role. The "parent owned by another role" column times the same for a parent
 whose objects belong to a datatable role instead of the application role. The column "the same
@@ -751,7 +754,7 @@ took 0.46-3.3 s from one run to the next, and pg_dump -Fc -s | pg_restore -1 of 
 suite times each plain copy just before the fork it is compared with and keeps the median of its
 runs, but the fork's own CREATE DATABASE (its "database created" phase above) swings as much as
 the plain one; dataenv's own work is the rest of the "where the time went" line (reading the
-parent 0.1-0.3 s, the finish 0.4-0.7 s, most of it re-owning). Single cells vary by far more than
+parent 0.1-0.3 s; the finish 0.4-0.7 s for a full_copy, most of it re-owning). Single cells vary by far more than
 the targets' margins. Compare a fork with the plain operation of its own row, and read the load
 averages above.
 `
