@@ -66,6 +66,8 @@ func TestUpgradeFromLastReleaseWithWorkInFlight(t *testing.T) {
 	testenv.MustExec(t, conn, `SELECT dataenv.create_workspace($1)`, ws)
 	testenv.MustExec(t, conn, `SELECT dataenv.add_datatable($1, 'app', 'instance', $2)`, ws, parent)
 	succeed(t, conn, testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.create_fork($1, $2, '{"app": "full_copy"}')`, ws, fork))
+	oldSpareFork := "ups-" + uuid.NewString()[:8]
+	schemaOnlyFork(t, conn, ws, oldSpareFork) // the release's refresh makes a template and a spare
 
 	// Work in flight: a fork and a database whose requests the release's sidecar may have
 	// claimed when it is killed, and pings it never saw.
@@ -106,6 +108,7 @@ func TestUpgradeFromLastReleaseWithWorkInFlight(t *testing.T) {
 	if n := testenv.Query[int](t, conn, `SELECT count(*) FROM pg_database WHERE datname LIKE 'dataenv\_tmp\_%'`); n != 0 {
 		t.Fatalf("%d staging databases left after the interrupted requests", n)
 	}
+	checkSpareOfTheRelease(t, conn, ws)
 	checkSatelliteOnUpgradedControl(t, conn, db, ws)
 	// What the release made is still dataenv's to drop, with the new sidecar.
 	for _, f := range []string{fork, fork2} {
@@ -115,9 +118,62 @@ func TestUpgradeFromLastReleaseWithWorkInFlight(t *testing.T) {
 		}
 	}
 	succeed(t, conn, testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.drop_database('instance', $1)`, prefix+"second"))
+	for _, f := range []string{oldSpareFork, newSpareFork} {
+		succeed(t, conn, testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.drop_fork($1)`, f))
+	}
+	testenv.MustExec(t, conn, `SELECT dataenv.drop_workspace($1)`, ws) // its templates and spares go too
+	succeed(t, conn, testenv.Query[uuid.UUID](t, conn, `SELECT id FROM dataenv.requests WHERE kind = 'refresh_schema_template'
+		AND args->>'workspace' = $1 ORDER BY created_at DESC LIMIT 1`, ws))
+	if n := testenv.Query[int](t, conn, `SELECT count(*) FROM pg_roles WHERE rolname LIKE 'dataenv\_spare\_%'`); n != 0 {
+		t.Fatalf("%d spare roles left after the workspace was dropped", n)
+	}
 	if n := testenv.Query[int](t, conn, `SELECT count(*) FROM dataenv.requests WHERE status NOT IN ('succeeded')`); n != 0 {
 		t.Fatalf("%d requests did not succeed", n)
 	}
+}
+
+// newSpareFork is the fork checkSpareOfTheRelease makes after the upgrade.
+var newSpareFork = "upn-" + uuid.NewString()[:8]
+
+// checkSpareOfTheRelease: a spare the release made (owned by the template's owner, no role of its
+// own) is taken after the upgrade by a fork, which re-owns its objects to the fork's role; the
+// refresh that fork asks for makes the next spare, with a role.
+func checkSpareOfTheRelease(t *testing.T, conn *pgx.Conn, ws string) {
+	t.Helper()
+	old := testenv.Query[string](t, conn, `SELECT database FROM dataenv.schema_templates
+		WHERE workspace = $1 AND spare_of IS NOT NULL AND state = 'ready' AND role IS NULL`, ws)
+	if took := schemaOnlyFork(t, conn, ws, newSpareFork); took != old {
+		t.Fatalf("the fork after the upgrade took spare %q, want the release's %q", took, old)
+	}
+	role := testenv.Query[string](t, conn, `SELECT role FROM dataenv.workspace_roles WHERE workspace = $1`, newSpareFork)
+	c := pg.Connect(t, names.ForkDatabase(newSpareFork, "app"))
+	if n := testenv.Query[int](t, c, `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace
+		AND pg_get_userbyid(relowner) <> $1`, role); n != 0 {
+		t.Fatalf("%d relations of the copy made from the release's spare are not owned by the fork's role %s", n, role)
+	}
+	_ = c.Close(context.Background())
+	if n := testenv.Query[int](t, conn, `SELECT count(*) FROM dataenv.schema_templates
+		WHERE workspace = $1 AND spare_of IS NOT NULL AND state = 'ready' AND role IS NOT NULL`, ws); n != 1 {
+		t.Fatalf("%d spares with a role after the refresh that followed the upgrade, want 1", n)
+	}
+}
+
+// schemaOnlyFork makes a schema_only fork of ws's datatable app and waits for the refresh of the
+// schema template it asks for; it returns the spare the copy took ("" for none).
+func schemaOnlyFork(t *testing.T, conn *pgx.Conn, ws, fork string) string {
+	t.Helper()
+	id := testenv.Query[uuid.UUID](t, conn, `SELECT dataenv.create_fork($1, $2, '{"app": "schema_only"}')`, ws, fork)
+	succeed(t, conn, id)
+	var spare, refresh string
+	if err := conn.QueryRow(context.Background(), `SELECT coalesce(d->'fidelity'->'schema_template'->>'spare', ''),
+		coalesce(d->'fidelity'->'schema_template'->>'request', '')
+		FROM dataenv.requests r, jsonb_array_elements(r.result->'datatables') d WHERE r.id = $1`, id).Scan(&spare, &refresh); err != nil {
+		t.Fatalf("the result of fork %s: %v", fork, err)
+	}
+	if refresh != "" {
+		succeed(t, conn, uuid.MustParse(refresh))
+	}
+	return spare
 }
 
 // fillParent gives the parent database a table with rows, made as the superuser.
