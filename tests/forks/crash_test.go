@@ -150,6 +150,7 @@ func TestCrashInSchemaTemplateBuild(t *testing.T) {
 				strings.ReplaceAll(ws, "-", "_")); n != 2 {
 				t.Fatalf("after a crash at %s: %d template, spare or staging databases, want 2", point, n)
 			}
+			checkSpareRoles(t, f, ext, ws, point)
 			fork := wsID("f")
 			r := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)), "d")
 			if r.Method != "schema_template" || r.Fidelity.Template.Spare != spare {
@@ -159,6 +160,19 @@ func TestCrashInSchemaTemplateBuild(t *testing.T) {
 				t.Fatalf("fork from the rebuilt template differs:\n%s\n---\n%s", s, ps)
 			}
 		})
+	}
+}
+
+// checkSpareRoles fails unless the spare roles of workspace's entries on the cluster are exactly
+// those of its spares' ledger rows: an interrupted build or take leaves no role behind.
+func checkSpareRoles(t *testing.T, f *fixture, ext *pgx.Conn, ws, point string) {
+	t.Helper()
+	onCluster := queryString(t, ext, `SELECT coalesce(string_agg(rolname, ',' ORDER BY rolname), '') FROM pg_roles
+		WHERE rolname LIKE 'dataenv\_spare\_' || $1 || '\_%'`, strings.ReplaceAll(ws, "-", "_"))
+	recorded := queryString(t, f.sql, `SELECT coalesce(string_agg(role, ',' ORDER BY role), '') FROM dataenv.schema_templates
+		WHERE workspace = $1 AND role IS NOT NULL`, ws)
+	if onCluster != recorded || recorded == "" {
+		t.Fatalf("after a crash at %s the cluster has spare roles %q, the ledger %q", point, onCluster, recorded)
 	}
 }
 
@@ -241,6 +255,8 @@ func TestCrashTakingASpare(t *testing.T) {
 			if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.fork_copies WHERE workspace = $1 AND state = 'ready'`, fork); n != 1 {
 				t.Fatalf("%d ready registry rows of the fork", n)
 			}
+			checkSpareRoles(t, f, ext, ws, point)
+			ownedBy(t, copyDB, res.Fidelity.Owner)
 		})
 	}
 }
