@@ -40,13 +40,13 @@ type Spare struct {
 // leaves the spare unrecorded under its own name with its own marker, which the cleanup of the
 // spare's ledger row adopts and drops (as any database created and not recorded yet); a crash
 // after leaves name with this request's marker, not recorded yet, which the request's own re-run
-// adopts, and nothing under the spare's name. The record is never left naming a database that was renamed
-// away (checkIdentity would refuse every later drop of that name).
+// adopts, and nothing under the spare's name. The record is never left naming a database that
+// was renamed away (checkIdentity would refuse every later drop of that name).
 //
 // A spare with a role of its own is taken only with its role (opts.Adopt, sparerole.go): the same
 // transaction renames the role into the workspace role, so the workspace role never owns objects
 // of a database that is not its copy, and a crash leaves either the spare and its role as they
-// were or the copy's staging database owned by the workspace role.
+// were or the marked copy and the workspace role that owns it.
 func (l *Locked) takeSpare(ctx context.Context, conn *pgx.Conn, staging, name, marker string, opts CreateOptions) (bool, error) {
 	sp := opts.Spare
 	rec, err := l.databaseRecord(ctx, sp.Database)

@@ -76,9 +76,11 @@
 // dropped (guarded like fork copies: prefix, record, marker, no other use). Removing a datatable
 // entry enqueues the request (trigger in sqlapi/028_schema_templates.sql); drop_fork drops its
 // entries' templates before its copies. The kept template also gets a spare (spare.go), a row of
-// the same ledger that every one of those drops takes along; a schema_only copy takes it under
-// its template and lifecycle locks (claimed taken, then cluster.CreateOptions.Spare renames it)
-// and its fork enqueues the refresh that makes the next one. Crash points:
+// the same ledger that every one of those drops takes along, owned with its objects by a role of
+// its own; a schema_only copy takes it under its template and lifecycle locks (claimed taken,
+// then cluster.CreateOptions.Spare renames it, and Adopt its role into the fork's workspace role
+// when that role does not exist yet) and its fork enqueues the refresh that makes the next one.
+// Crash points:
 // fork.template.spare_created, cluster.create_database.after_spare_unrecorded,
 // cluster.create_database.after_spare_taken.
 //
