@@ -131,7 +131,7 @@ func (l *Locked) createDatatableRole(ctx context.Context, args roleArgs, req uui
 	case st.exists:
 		out.Status, out.Detail = StatusAdopted, "created by this request before an interruption; recorded now"
 	default:
-		if err := l.createMarkedRole(ctx, conn, args.Role, marker); err != nil {
+		if err := l.createMarkedRole(ctx, conn, markedDatatableRole, args.Role, marker, c.AppRole); err != nil {
 			return nil, err
 		}
 		out.Status, out.Detail = StatusCreated, "NOLOGIN, granted to "+c.AppRole
@@ -156,7 +156,9 @@ func (l *Locked) createDatatableRole(ctx context.Context, args roleArgs, req uui
 	return out, nil
 }
 
-func (l *Locked) createMarkedRole(ctx context.Context, conn *pgx.Conn, role, marker string) error {
+// createMarkedRole creates role (NOLOGIN and nothing else) of kind with its marker, granted to
+// grantee ("": to nobody), in one transaction.
+func (l *Locked) createMarkedRole(ctx context.Context, conn *pgx.Conn, kind, role, marker, grantee string) error {
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "CREATE ROLE "+ident(role)+" NOLOGIN"); err != nil {
 			return err
@@ -164,7 +166,10 @@ func (l *Locked) createMarkedRole(ctx context.Context, conn *pgx.Conn, role, mar
 		if _, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident(role)+" IS "+quoteLiteral(marker)); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "GRANT "+ident(role)+" TO "+ident(l.cluster.AppRole))
+		if grantee == "" {
+			return nil
+		}
+		_, err := tx.Exec(ctx, "GRANT "+ident(role)+" TO "+ident(grantee))
 		return err
 	})
 	var pgErr *pgconn.PgError
@@ -174,7 +179,7 @@ func (l *Locked) createMarkedRole(ctx context.Context, conn *pgx.Conn, role, mar
 		return retryable(fmt.Errorf("role %q appeared on cluster %q while it was being created; checking again: %w", role, l.cluster.Name, err))
 	}
 	if err != nil {
-		return fmt.Errorf("create datatable role %q on cluster %q: %w", role, l.cluster.Name, err)
+		return fmt.Errorf("create %s %q on cluster %q: %w", kind, role, l.cluster.Name, err)
 	}
 	return nil
 }

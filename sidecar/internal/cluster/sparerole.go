@@ -22,10 +22,7 @@ import (
 // The copy's objects are then owned by the workspace role without one ALTER ... OWNER of the
 // fork's own: on a schema of many tables that re-owning costs as much as the copy.
 
-const (
-	markedSpareRole = "spare role"
-	spareRoleAttrs  = " NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT"
-)
+const markedSpareRole = "spare role"
 
 // EnsureSpareRole creates role for the spare built by request req (marked with the request),
 // unless it is there with that marker already, and makes the admin a member, which re-owning the
@@ -46,19 +43,8 @@ func (l *Locked) EnsureSpareRole(ctx context.Context, role string, req uuid.UUID
 			role, l.cluster.Name, req, truncate(id.comment, 200))
 	}
 	if !id.exists {
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "CREATE ROLE "+ident(role)+spareRoleAttrs); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident(role)+" IS "+quoteLiteral(marker))
+		if err := l.createMarkedRole(ctx, conn, markedSpareRole, role, marker, ""); err != nil {
 			return err
-		})
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42710" {
-			return retryable(fmt.Errorf("create spare role %q: created concurrently: %w", role, err))
-		}
-		if err != nil {
-			return fmt.Errorf("create spare role %q on cluster %q: %w", role, l.cluster.Name, err)
 		}
 	}
 	return l.ensureAdminMembership(ctx, conn, role)
@@ -125,19 +111,15 @@ func (l *Locked) PrepareAdoption(ctx context.Context, workspace string, incarnat
 	}
 	a := &Adoption{Workspace: workspace, Role: names.WorkspaceRole(inst, l.cluster.Name, workspace), incarnation: incarnation,
 		marker: workspaceRoleMarker(inst, workspace, incarnation)}
-	if _, err := l.Control().Exec(ctx, `INSERT INTO dataenv.workspace_roles (cluster, workspace, role, incarnation) VALUES ($1, $2, $3, $4)`,
-		l.cluster.Name, workspace, a.Role, incarnation); err != nil {
-		return nil, retryable(fmt.Errorf("record the role of workspace %q: %w", workspace, err))
+	if err := l.recordWorkspaceRole(ctx, workspace, a.Role, incarnation); err != nil {
+		return nil, err
 	}
 	_, pending, err := l.readWorkspacePassword(ctx, workspace)
 	if err != nil {
 		return nil, err
 	}
-	if pending == "" {
-		pending = newPassword()
-		if err := l.saveWorkspacePassword(ctx, workspace, pending); err != nil {
-			return nil, err
-		}
+	if pending, err = l.ensurePendingPassword(ctx, workspace, pending); err != nil {
+		return nil, err
 	}
 	a.password = pending
 	if a.verifier, err = scramVerifier(pending); err != nil {
@@ -172,9 +154,7 @@ func (l *Locked) settleAdopted(ctx context.Context, conn *pgx.Conn, a *Adoption)
 	if err := conn.QueryRow(ctx, `SELECT oid::bigint FROM pg_catalog.pg_roles WHERE rolname = $1`, a.Role).Scan(&oid); err != nil {
 		return retryable(fmt.Errorf("read the OID of role %q: %w", a.Role, err))
 	}
-	if _, err := l.Control().Exec(ctx, `WITH settled AS (
-		UPDATE dataenv.workspace_role_secrets SET password = password_pending, password_pending = NULL, updated_at = now()
-		 WHERE cluster = $1 AND workspace = $2 AND password_pending IS NOT NULL)
+	if _, err := l.Control().Exec(ctx, `WITH settled AS (`+promotePasswordSQL+`)
 		UPDATE dataenv.workspace_roles SET role_oid = $3 WHERE cluster = $1 AND workspace = $2`,
 		l.cluster.Name, a.Workspace, oid); err != nil {
 		return retryable(fmt.Errorf("record the role %q a spare's role became: %w", a.Role, err))

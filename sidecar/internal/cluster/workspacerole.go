@@ -290,9 +290,8 @@ func (l *Locked) convergeWorkspaceRole(ctx context.Context, conn *pgx.Conn, role
 		rec.oid = 0
 	}
 	if !rec.exists {
-		if _, err := l.Control().Exec(ctx, `INSERT INTO dataenv.workspace_roles (cluster, workspace, role, incarnation) VALUES ($1, $2, $3, $4)`,
-			l.cluster.Name, role.Workspace, role.Name, incarnation); err != nil {
-			return "", retryable(fmt.Errorf("record the role of workspace %q: %w", role.Workspace, err))
+		if err := l.recordWorkspaceRole(ctx, role.Workspace, role.Name, incarnation); err != nil {
+			return "", err
 		}
 	}
 	pw, err := l.settleWorkspacePassword(ctx, conn, role, id, marker)
@@ -328,11 +327,8 @@ func (l *Locked) settleWorkspacePassword(ctx context.Context, conn *pgx.Conn, ro
 	if id.exists && current != "" && pending == "" {
 		return current, nil
 	}
-	if pending == "" {
-		pending = newPassword()
-		if err := l.saveWorkspacePassword(ctx, role.Workspace, pending); err != nil {
-			return "", err
-		}
+	if pending, err = l.ensurePendingPassword(ctx, role.Workspace, pending); err != nil {
+		return "", err
 	}
 	verifier, err := scramVerifier(pending)
 	if err != nil {
@@ -441,9 +437,30 @@ func (l *Locked) saveWorkspacePassword(ctx context.Context, workspace, pw string
 	return nil
 }
 
+// ensurePendingPassword returns pending, or a new password saved as pending when there is none.
+func (l *Locked) ensurePendingPassword(ctx context.Context, workspace, pending string) (string, error) {
+	if pending != "" {
+		return pending, nil
+	}
+	pending = newPassword()
+	return pending, l.saveWorkspacePassword(ctx, workspace, pending)
+}
+
+// recordWorkspaceRole writes the record of workspace's role (no OID yet) before the role exists.
+func (l *Locked) recordWorkspaceRole(ctx context.Context, workspace, role string, incarnation time.Time) error {
+	if _, err := l.Control().Exec(ctx, `INSERT INTO dataenv.workspace_roles (cluster, workspace, role, incarnation) VALUES ($1, $2, $3, $4)`,
+		l.cluster.Name, workspace, role, incarnation); err != nil {
+		return retryable(fmt.Errorf("record the role of workspace %q: %w", workspace, err))
+	}
+	return nil
+}
+
+// promotePasswordSQL makes the pending password of workspace $2's role on cluster $1 the current one.
+const promotePasswordSQL = `UPDATE dataenv.workspace_role_secrets SET password = password_pending, password_pending = NULL,
+		updated_at = now() WHERE cluster = $1 AND workspace = $2 AND password_pending IS NOT NULL`
+
 func (l *Locked) promoteWorkspacePassword(ctx context.Context, workspace string) error {
-	_, err := l.Control().Exec(ctx, `UPDATE dataenv.workspace_role_secrets SET password = password_pending, password_pending = NULL,
-		updated_at = now() WHERE cluster = $1 AND workspace = $2 AND password_pending IS NOT NULL`, l.cluster.Name, workspace)
+	_, err := l.Control().Exec(ctx, promotePasswordSQL, l.cluster.Name, workspace)
 	if err != nil {
 		return retryable(fmt.Errorf("promote the new password of the role of workspace %q: %w", workspace, err))
 	}

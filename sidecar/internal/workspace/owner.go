@@ -83,11 +83,9 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 			}
 			read <- planRead{p, err}
 		}()
-		if c.adopt, err = prepareAdoption(lctx, l, *c, source); err != nil || c.adopt != nil {
-			times.role = s.cfg.Now().Sub(connected)
-			return err
+		if c.adopt, err = prepareAdoption(lctx, l, *c, source); err == nil && c.adopt == nil {
+			_, err = forkOwnerOf(lctx, l, c.Workspace, c.incarnation, c.Database)
 		}
-		_, err = forkOwnerOf(lctx, l, c.Workspace, c.incarnation, c.Database)
 		times.role = s.cfg.Now().Sub(connected)
 		return err
 	})

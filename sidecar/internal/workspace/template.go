@@ -346,9 +346,10 @@ func nonNil(l []notCarried) []notCarried {
 
 // dropTemplate drops a template's database (guarded: the template prefix, the record and the
 // marker of the request that registered it, no use but its own), a spare's role, and then its
-// row, under the cluster's lifecycle lock. The row is marked dropping first: an interrupted drop must not leave
-// a ready row naming a database that is gone, which a later parent schema with the template's
-// fingerprint would pick again. A template whose database was never created just loses its row.
+// row, under the cluster's lifecycle lock. The row is marked dropping first: an interrupted drop
+// must not leave a ready row naming a database that is gone, which a later parent schema with
+// the template's fingerprint would pick again. A template whose database was never created just
+// loses its row.
 func (s *Service) dropTemplate(ctx context.Context, rep request.Reporter, t schemaTemplate) error {
 	if !strings.HasPrefix(t.Database, names.TemplatePrefix) {
 		return request.Refusef("registry row names database %q, which is not a schema template (%s*); it is left alone", t.Database, names.TemplatePrefix)
