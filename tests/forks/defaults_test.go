@@ -3,20 +3,8 @@ package forks_test
 import (
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/dataenv/dataenv/sidecar/names"
-	"github.com/dataenv/dataenv/tests/testenv"
 )
-
-// plainSession is a superuser session to db with testenv.HostileDefaults undone, for the test's
-// own reads.
-func (f *fixture) plainSession(t *testing.T, db string) *pgx.Conn {
-	t.Helper()
-	conn := f.pg.Connect(t, db)
-	testenv.UndoDefaults(t, conn)
-	return conn
-}
 
 // TestOwnerDefaultsDoNotSteerTheAdmin: a parent whose owner set session defaults for its
 // database (another role, read only, a 1 ms statement timeout, ...) is forked by every method
@@ -50,7 +38,7 @@ func TestOwnerDefaultsDoNotSteerTheAdmin(t *testing.T) {
 				t.Errorf("%s made by %s, want %s", dt, res.Method, method)
 			}
 			db := names.ForkDatabase(fork, dt)
-			conn := f.plainSession(t, db)
+			conn := f.pg.ConnectPlain(t, db)
 			if n := queryInt(t, conn, `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 				WHERE n.nspname = 'public' AND pg_get_userbyid(c.relowner) <> $1`, role); n != 0 {
 				t.Errorf("%s: %d relations not owned by the fork's role %s", db, n, role)
@@ -75,7 +63,7 @@ func TestOwnerDefaultsDoNotSteerTheAdmin(t *testing.T) {
 		}
 	}
 	t.Run("dump", func(t *testing.T) {
-		held := f.plainSession(t, p) // a session on the parent: the full_copy is a dump
+		held := f.pg.ConnectPlain(t, p) // a session on the parent: the full_copy is a dump
 		defer held.Close(f.ctx)
 		check(t, map[string]string{"s": "dump", "c": "dump"})
 	})

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/dataenv/dataenv/tests/sidecartest"
-	"github.com/dataenv/dataenv/tests/testenv"
 )
 
 // A satellite database whose owner set session defaults for it (another role, read only, a 1 ms
@@ -19,8 +18,7 @@ func TestSatelliteDatabaseDefaultsDoNotSteerTheSidecar(t *testing.T) {
 	sidecartest.Start(t, sidecartest.Options{DSN: c.DSN})
 	waitStreaming(t, c.Conn)
 
-	conn := pg.Connect(t, s.DB)
-	testenv.UndoDefaults(t, conn)
+	conn := pg.ConnectPlain(t, s.DB)
 	for range 3 {
 		id := ping(t, conn)
 		if row := waitDone(t, conn, id); row.Status != "succeeded" || string(row.Result) != `{"pong": true}` {

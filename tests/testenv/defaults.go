@@ -13,7 +13,7 @@ import (
 // a 1 ms statement and lock timeout, SERIALIZABLE, standard_conforming_strings off. It checks
 // that a new superuser session there runs as asRole (the defaults took), and resets them at the
 // test's cleanup (cleanups registered before this call, roles dropped in db say, then find the
-// database writable). A test's own sessions opened after the call undo them with UndoDefaults.
+// database writable). A test's own sessions opened after the call are made with ConnectPlain.
 func (p *Postgres) HostileDefaults(t testing.TB, conn *pgx.Conn, db, asRole string) {
 	t.Helper()
 	name := pgx.Identifier{db}.Sanitize()
@@ -28,16 +28,45 @@ func (p *Postgres) HostileDefaults(t testing.TB, conn *pgx.Conn, db, asRole stri
 		`standard_conforming_strings = off`} {
 		MustExec(t, conn, `ALTER DATABASE `+name+` SET `+d)
 	}
-	probe := p.Connect(t, db)
+	// The probe keeps the role default and overrides the timeouts: a 1 ms statement timeout
+	// would cancel the probe itself on a busy machine.
+	probe := p.connectWith(t, db, map[string]string{"statement_timeout": "0", "lock_timeout": "0"})
 	if who := QueryText(t, probe, `SELECT current_user`); who != asRole {
 		t.Fatalf("testenv: a new superuser session in %s runs as %s, want %s: the defaults did not take", db, who, asRole)
 	}
 	_ = probe.Close(context.Background())
 }
 
-// UndoDefaults undoes HostileDefaults in conn, a session of the test's own.
-func UndoDefaults(t testing.TB, conn *pgx.Conn) {
+// plainSettings undo HostileDefaults. They go in the startup packet, which outranks a
+// database's defaults from the first statement on: undone by SET, a 1 ms statement timeout can
+// cancel the SET itself on a busy machine.
+var plainSettings = map[string]string{
+	"role": "none", "statement_timeout": "0", "lock_timeout": "0",
+	"default_transaction_read_only": "off", "default_transaction_isolation": "read committed",
+	"standard_conforming_strings": "on",
+}
+
+// ConnectPlain opens a superuser connection to db that HostileDefaults does not reach, closed
+// at the test's cleanup: for a test's own sessions in a database with hostile defaults.
+func (p *Postgres) ConnectPlain(t testing.TB, db string) *pgx.Conn {
 	t.Helper()
-	MustExec(t, conn, `SET ROLE NONE; SET statement_timeout = 0; SET lock_timeout = 0; SET default_transaction_read_only = off;
-		SET default_transaction_isolation = 'read committed'; SET standard_conforming_strings = on`)
+	return p.connectWith(t, db, plainSettings)
+}
+
+// connectWith opens a superuser connection to db with settings in its startup packet.
+func (p *Postgres) connectWith(t testing.TB, db string, settings map[string]string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(p.DSN(db))
+	if err != nil {
+		t.Fatalf("testenv: parse the DSN of %s: %v", db, err)
+	}
+	for k, v := range settings {
+		cfg.RuntimeParams[k] = v
+	}
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("testenv: connect to %s on %s: %v", db, p.Name, err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }
