@@ -79,6 +79,7 @@ const (
 	tagTemplate = "schema template"
 	tagRole     = "workspace role"
 	tagSpare    = "spare role"
+	tagTaken    = "taken spare role"
 )
 
 // ForkDatabase is the name of the database holding workspace's copy of datatable:
@@ -160,6 +161,15 @@ func WorkspaceRole(installation, cluster, workspace string) string {
 // spare's name is unique to the request that builds it, and so is the role.
 func SpareRole(workspace, spare string) string {
 	return SpareRolePrefix + mangle(workspace, workspaceWidth) + "_" + hash8(tagSpare, workspace, spare)
+}
+
+// TakenSpareRole is the name a spare's role takes when request takes the spare for workspace's
+// datatable without making the role its workspace role (that role exists): the role keeps owning
+// the copy's objects until the copy's finish re-owns them and drops it. Derived from what the
+// copy's registry row keeps whatever the copy's database is renamed to, so the copy's drop finds
+// the role: dataenv_spare_<mangled workspace>_<hash8>.
+func TakenSpareRole(workspace, request, datatable string) string {
+	return SpareRolePrefix + mangle(workspace, workspaceWidth) + "_" + hash8(tagTaken, workspace, request, datatable)
 }
 
 // mangle lowercases ASCII letters, replaces every other byte outside [a-z0-9] by '_' (so a

@@ -237,3 +237,17 @@ func TestGoldenSpareRole(t *testing.T) {
 		t.Error("spare role names collide")
 	}
 }
+
+func TestGoldenTakenSpareRole(t *testing.T) {
+	got := TakenSpareRole("analytics-f1", "5b6c1d2e-0000-4000-8000-000000000001", "orders")
+	if len(got) > MaxIdentifier || !identRE.MatchString(got) || !strings.HasPrefix(got, SpareRolePrefix) {
+		t.Errorf("TakenSpareRole = %q: too long, unprefixed or bad characters", got)
+	}
+	if got != "dataenv_spare_analytics_f1_7d9648c4" {
+		t.Errorf("TakenSpareRole = %q", got)
+	}
+	if got == TakenSpareRole("analytics-f1", "5b6c1d2e-0000-4000-8000-000000000001", "orders2") ||
+		got == SpareRole("analytics-f1", "5b6c1d2e-0000-4000-8000-000000000001") {
+		t.Error("taken spare role names collide")
+	}
+}

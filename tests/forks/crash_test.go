@@ -261,6 +261,39 @@ func TestCrashTakingASpare(t *testing.T) {
 	}
 }
 
+// TestCrashTakingASpareForAnExistingRole kills the sidecar right after a reset_fork took the
+// spare (the fork's workspace role exists, so the spare's role was renamed for the reset's copy,
+// still owning its objects). The rerun drops that copy and the renamed role, makes the copy
+// again, the fork role's, with the parent's schema; once the refresh ran, the cluster has the
+// spare roles the ledger records and no role of the interrupted take.
+func TestCrashTakingASpareForAnExistingRole(t *testing.T) {
+	t.Parallel()
+	point := "cluster.create_database.after_spare_taken"
+	env := []string{"DATAENV_CRASH_AT=" + point, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+	f, a, p, ws := newCrashWorkspace(t, env)
+	fork := wsID("f")
+	first := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)), "d")
+	f.mustSucceed(first.Fidelity.Template.Request) // a template and its spare
+
+	id := f.request(a.conn, `SELECT dataenv.reset_fork($1)`, fork)
+	waitExit(t, f.sidecar)
+	f.sidecar = f.startSidecar(env...)
+	res := f.forkResult(f.mustSucceed(id), "d")
+	if a := queryInt(t, f.sql, `SELECT attempts FROM dataenv.requests WHERE id = $1::uuid`, id); a < 2 {
+		t.Fatalf("attempts %d: the crash did not happen inside the handler", a)
+	}
+	copyDB := names.ForkDatabase(fork, "d")
+	if s, ps := schemaOf(t, copyDB), schemaOf(t, p); res.Method != "schema_template" || s != ps {
+		t.Fatalf("after a crash at %s the copy was made by %s; its schema:\n%s\n---\nthe parent's:\n%s", point, res.Method, s, ps)
+	}
+	ownedBy(t, copyDB, first.Fidelity.Owner)
+	if left := takenRolesOf(t, fork); left != "" {
+		t.Fatalf("after a crash at %s the interrupted take left roles %s", point, left)
+	}
+	f.mustSucceed(res.Fidelity.Template.Request)
+	checkSpareRoles(t, f, external.Connect(t, "postgres"), ws, point)
+}
+
 // TestCrashDroppingASchemaTemplate kills the sidecar after a refresh dropped an outdated
 // template's database and before its ledger row went, then brings the parent's schema back to
 // that template's fingerprint (a comment made and removed) before the refresh runs again. The

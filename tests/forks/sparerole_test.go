@@ -51,41 +51,82 @@ func ownedBy(t *testing.T, db, role string) {
 	}
 }
 
-// TestSecondCopyOnAClusterCopiesItsTemplate: a fork with two schema_only datatables on one
-// cluster takes one spare with its role, which becomes the fork's workspace role; the other copy
-// finds that role made and copies its own template instead of taking its spare (a spare's role can
-// become only a role that does not exist yet). Both copies are the fork role's and match their
-// parents, and the spare left untaken is still there, with its role, for the next fork.
-func TestSecondCopyOnAClusterCopiesItsTemplate(t *testing.T) {
+// takenRolesOf lists the roles left on the cluster under fork's taken-spare role names
+// (names.TakenSpareRole): the finish drops each once it re-owned its objects.
+func takenRolesOf(t *testing.T, fork string) string {
+	t.Helper()
+	return queryString(t, external.Connect(t, "postgres"), `SELECT coalesce(string_agg(rolname, ','), '') FROM pg_roles
+		WHERE rolname LIKE 'dataenv\_spare\_' || left(regexp_replace(lower($1), '[^a-z0-9]', '_', 'g'), 24) || '\_%'`, fork)
+}
+
+// TestSecondCopyOnAClusterTakesItsSpareToo: a fork with two schema_only datatables on one
+// cluster takes both spares. The first copy's spare role becomes the fork's workspace role; the
+// second copy finds that role made, so its spare's role is renamed for the copy, its objects are
+// re-owned to the workspace role and it is dropped. Both copies are the fork role's and match
+// their parents, and no spare role of either is left.
+func TestSecondCopyOnAClusterTakesItsSpareToo(t *testing.T) {
 	t.Parallel()
 	f, a, ws, parents := spareFixture(t, "one", "two")
 	roles := map[string]string{"one": spareRoleOf(t, f, ws, "one"), "two": spareRoleOf(t, f, ws, "two")}
 	fork := wsID("f")
 	r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"one": "schema_only", "two": "schema_only"}')`, ws, fork))
-	took := 0
 	ext := external.Connect(t, "postgres")
 	for _, d := range []string{"one", "two"} {
 		res := f.forkResult(r, d)
-		if res.Method != "schema_template" {
-			t.Fatalf("copy of %s made by %s, want schema_template", d, res.Method)
+		if res.Method != "schema_template" || res.Fidelity.Template.Spare == "" {
+			t.Fatalf("copy of %s made by %s from spare %q, want schema_template from a spare", d, res.Method, res.Fidelity.Template.Spare)
 		}
 		db := names.ForkDatabase(fork, d)
 		if s, ps := schemaOf(t, db), schemaOf(t, parents[d]); s != ps {
 			t.Fatalf("copy of %s differs from its parent:\n%s\n---\n%s", d, s, ps)
 		}
 		ownedBy(t, db, res.Fidelity.Owner)
-		exists := queryInt(t, ext, `SELECT count(*) FROM pg_roles WHERE rolname = $1`, roles[d]) == 1
-		if res.Fidelity.Template.Spare != "" {
-			took++
-			if exists {
-				t.Fatalf("the copy of %s took spare %s, but its role %s is still there", d, res.Fidelity.Template.Spare, roles[d])
-			}
-		} else if !exists || spareRoleOf(t, f, ws, d) != roles[d] {
-			t.Fatalf("the spare of %s was not taken, but it or its role %s is gone", d, roles[d])
+		if n := queryInt(t, ext, `SELECT count(*) FROM pg_roles WHERE rolname = $1`, roles[d]); n != 0 {
+			t.Fatalf("the copy of %s took spare %s, but its role %s is still there", d, res.Fidelity.Template.Spare, roles[d])
 		}
 	}
-	if took != 1 {
-		t.Fatalf("%d copies took a spare, want exactly 1 (the first copy on the cluster)", took)
+	if left := takenRolesOf(t, fork); left != "" {
+		t.Fatalf("taken spares' roles left on the cluster: %s", left)
+	}
+}
+
+// TestResetForkTakesASpare: reset_fork of a schema_only fork of an unchanged parent takes the
+// template's spare although the fork's workspace role exists: the new copy matches the parent,
+// is the fork role's, the spare's role is gone, and the reset asks for the next spare, which the
+// next fork takes.
+func TestResetForkTakesASpare(t *testing.T) {
+	t.Parallel()
+	f, a, ws, parents := spareFixture(t, "d")
+	fork := wsID("f")
+	made := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)), "d")
+	f.mustSucceed(made.Fidelity.Template.Request)
+	spareRole := spareRoleOf(t, f, ws, "d")
+	db := names.ForkDatabase(fork, "d")
+	c := external.Connect(t, db)
+	mustExec(t, c, `CREATE TABLE public.fork_only (x int)`)
+	_ = c.Close(t.Context())
+
+	res := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.reset_fork($1)`, fork)), "d")
+	if res.Method != "schema_template" || res.Fidelity.Template.Spare == "" {
+		t.Fatalf("reset copy made by %s from spare %q, want schema_template from a spare", res.Method, res.Fidelity.Template.Spare)
+	}
+	if s, ps := schemaOf(t, db), schemaOf(t, parents["d"]); s != ps {
+		t.Fatalf("the reset copy differs from its parent:\n%s\n---\n%s", s, ps)
+	}
+	ownedBy(t, db, made.Fidelity.Owner)
+	if res.Fidelity.Owner != made.Fidelity.Owner {
+		t.Fatalf("the reset copy is owned by %s, the fork's role is %s", res.Fidelity.Owner, made.Fidelity.Owner)
+	}
+	if n := queryInt(t, external.Connect(t, "postgres"), `SELECT count(*) FROM pg_roles WHERE rolname = $1`, spareRole); n != 0 {
+		t.Fatalf("the reset took the spare, but its role %s is still there", spareRole)
+	}
+	if left := takenRolesOf(t, fork); left != "" {
+		t.Fatalf("taken spares' roles left on the cluster: %s", left)
+	}
+	f.mustSucceed(res.Fidelity.Template.Request)
+	next := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, wsID("f"))), "d")
+	if next.Fidelity.Template.Spare == "" {
+		t.Fatal("the fork after the reset found no spare: the reset did not ask for the next one")
 	}
 }
 

@@ -52,6 +52,12 @@ type CreateOptions struct {
 	// (sparerole.go); Owner does not exist yet. A spare that cannot be taken so fails the call with
 	// ErrSpareDeclined, having changed nothing.
 	Adopt *Adoption
+	// SpareRoleAs, with a Spare that has a role and no Adopt (the workspace role Owner names
+	// exists), is the name the spare's role takes in the transaction that takes the spare, marked
+	// for Request (names.TakenSpareRole): the role keeps owning the new database's objects until
+	// the caller re-owns them and drops it (DropSpareRole with Request). Empty, or the spare or its
+	// role not as recorded: the spare is left alone and the database created.
+	SpareRoleAs string
 	// Conn, if set, is an admin connection to the maintenance database (Locked.Connect with "")
 	// to create the database on, which the caller keeps open and closes: a caller that already
 	// asked the cluster something saves a connection. Nil: one is opened and closed.

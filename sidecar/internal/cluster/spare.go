@@ -43,10 +43,12 @@ type Spare struct {
 // adopts, and nothing under the spare's name. The record is never left naming a database that
 // was renamed away (checkIdentity would refuse every later drop of that name).
 //
-// A spare with a role of its own is taken only with its role (opts.Adopt, sparerole.go): the same
-// transaction renames the role into the workspace role, so the workspace role never owns objects
-// of a database that is not its copy, and a crash leaves either the spare and its role as they
-// were or the marked copy and the workspace role that owns it.
+// A spare with a role of its own is taken only with its role (sparerole.go): the same
+// transaction renames the role into the workspace role (opts.Adopt), so the workspace role never
+// owns objects of a database that is not its copy, or, when the workspace role exists, into a
+// name of the request's (opts.SpareRoleAs), so that no spare's record names a role that owns a
+// copy. A crash leaves either the spare and its role as they were or the marked copy and the role
+// that owns its objects, named after the copy's request.
 func (l *Locked) takeSpare(ctx context.Context, conn *pgx.Conn, staging, name, marker string, opts CreateOptions) (bool, error) {
 	sp := opts.Spare
 	rec, err := l.databaseRecord(ctx, sp.Database)
@@ -61,9 +63,9 @@ func (l *Locked) takeSpare(ctx context.Context, conn *pgx.Conn, staging, name, m
 		st.owner != sp.Owner || (rec.OID != 0 && rec.OID != st.oid) {
 		return false, nil
 	}
-	adopt := sp.Role != ""
-	if adopt {
-		if ok, err := adoptable(ctx, conn, sp, opts.Adopt); err != nil || !ok {
+	adopt := sp.Role != "" && opts.Adopt != nil
+	if sp.Role != "" {
+		if ok, err := spareRoleTakeable(ctx, conn, sp, opts.spareRoleTo()); err != nil || !ok {
 			return false, err
 		}
 	}
@@ -74,8 +76,11 @@ func (l *Locked) takeSpare(ctx context.Context, conn *pgx.Conn, staging, name, m
 	crashpoint.HitOnce(CrashAfterSpareUnrecorded)
 	db := ident(sp.Database)
 	var stmts []string
-	if adopt {
+	switch {
+	case adopt:
 		stmts = adoptStatements(sp, opts.Adopt)
+	case sp.Role != "":
+		stmts = keepRoleStatements(sp, opts.SpareRoleAs, markerFor(markedSpareRole, opts.Request))
 	}
 	stmts = append(stmts,
 		"ALTER DATABASE "+db+" ALLOW_CONNECTIONS true",

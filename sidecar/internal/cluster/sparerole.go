@@ -20,7 +20,11 @@ import (
 // transaction that renames the spare's database into the fork's copy also renames the spare's
 // role into the workspace's role and gives it the workspace role's login, password and marker.
 // The copy's objects are then owned by the workspace role without one ALTER ... OWNER of the
-// fork's own: on a schema of many tables that re-owning costs as much as the copy.
+// fork's own: on a schema of many tables that re-owning costs as much as the copy. A copy whose
+// workspace role exists (a fork's second copy on the cluster, reset_fork) takes the spare too,
+// renaming its role to a name of the copy's request (CreateOptions.SpareRoleAs); the copy's
+// finish re-owns that role's objects, as it would a TEMPLATE copy's, and drops it, which saves the
+// copy of the template.
 
 const markedSpareRole = "spare role"
 
@@ -132,16 +136,25 @@ func (l *Locked) PrepareAdoption(ctx context.Context, workspace string, incarnat
 const spareRolesSQL = `SELECT (SELECT coalesce(pg_catalog.shobj_description(oid, 'pg_authid'), '') FROM pg_catalog.pg_roles WHERE rolname = $1),
        EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = $2)`
 
-// adoptable says whether spare sp's role can become a.Role now: the spare's role is there with
-// its marker, and no role of the workspace role's name exists.
-func adoptable(ctx context.Context, conn *pgx.Conn, sp *Spare, a *Adoption) (bool, error) {
-	if a == nil || sp.Role == "" {
+// spareRoleTo is the name a spare's role takes when the spare is taken: the workspace role it
+// becomes (Adopt), else SpareRoleAs ("" when neither is set: a spare with a role is not taken).
+func (o CreateOptions) spareRoleTo() string {
+	if o.Adopt != nil {
+		return o.Adopt.Role
+	}
+	return o.SpareRoleAs
+}
+
+// spareRoleTakeable says whether spare sp's role can be renamed to role now: the spare's role is
+// there with its marker, and no role of that name exists.
+func spareRoleTakeable(ctx context.Context, conn *pgx.Conn, sp *Spare, role string) (bool, error) {
+	if role == "" || sp.Role == "" {
 		return false, nil
 	}
 	var marker *string
 	var taken bool
-	if err := conn.QueryRow(ctx, spareRolesSQL, sp.Role, a.Role).Scan(&marker, &taken); err != nil {
-		return false, retryable(fmt.Errorf("read roles %q and %q: %w", sp.Role, a.Role, err))
+	if err := conn.QueryRow(ctx, spareRolesSQL, sp.Role, role).Scan(&marker, &taken); err != nil {
+		return false, retryable(fmt.Errorf("read roles %q and %q: %w", sp.Role, role, err))
 	}
 	return marker != nil && *marker == markerFor(markedSpareRole, sp.Request) && !taken, nil
 }
@@ -174,5 +187,14 @@ func adoptStatements(sp *Spare, a *Adoption) []string {
 		"ALTER ROLE " + ident(sp.Role) + " RENAME TO " + ident(a.Role),
 		"ALTER ROLE " + ident(a.Role) + " LOGIN PASSWORD " + quoteLiteral(a.verifier),
 		"COMMENT ON ROLE " + ident(a.Role) + " IS " + quoteLiteral(a.marker),
+	}
+}
+
+// keepRoleStatements rename the spare's role to role, marked with marker (the taking request's),
+// when the spare is taken by a copy whose owner exists (run in takeSpare's transaction).
+func keepRoleStatements(sp *Spare, role, marker string) []string {
+	return []string{
+		"ALTER ROLE " + ident(sp.Role) + " RENAME TO " + ident(role),
+		"COMMENT ON ROLE " + ident(role) + " IS " + quoteLiteral(marker),
 	}
 }

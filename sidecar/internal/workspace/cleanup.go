@@ -96,10 +96,24 @@ func dropCopyDatabase(ctx context.Context, l *cluster.Locked, c Copy, also ...cl
 		return request.Refusef("database %q on cluster %q was created by request %s, not by the fork request %s that registered it; it is left alone",
 			c.Database, c.Cluster, rec, c.Request)
 	}
-	_, err = l.DropMarkedDatabase(ctx, c.Database, cluster.DropOptions{
+	if _, err = l.DropMarkedDatabase(ctx, c.Database, cluster.DropOptions{
 		Exempt:            append([]cluster.Use{{Kind: UseForkCopy, Name: c.Workspace}}, also...),
 		TerminateSessions: true,
-	})
+	}); err != nil || c.Mode != ModeSchemaOnly {
+		return err
+	}
+	return dropTakenSpareRole(ctx, l, c)
+}
+
+// dropTakenSpareRole drops the role of a spare the copy took, renamed for the copy's request
+// (names.TakenSpareRole), if the copy's finish did not: a crash before it, or an object the
+// re-own could not move. A role of that name without the request's marker is not dataenv's for
+// this copy and is left alone.
+func dropTakenSpareRole(ctx context.Context, l *cluster.Locked, c Copy) error {
+	err := l.DropSpareRole(ctx, names.TakenSpareRole(c.Workspace, c.Request.String(), c.Datatable), c.Request)
+	if request.IsRefused(err) {
+		return nil
+	}
 	return err
 }
 

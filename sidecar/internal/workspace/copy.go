@@ -16,6 +16,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
+	"github.com/dataenv/dataenv/sidecar/names"
 )
 
 // Copy methods.
@@ -119,6 +120,9 @@ type copyJob struct {
 	// adopt: the spare is taken with its role, which becomes owner (the workspace role, made by
 	// the take; Copy.adopt).
 	adopt *cluster.Adoption
+	// tookRole: the spare was taken by a copy whose owner existed, and its role renamed to this
+	// (names.TakenSpareRole); the finish re-owns its objects and drops it.
+	tookRole string
 	// cloneUnavailable says why a full_copy by TEMPLATE was not a reflink clone.
 	cloneUnavailable string
 	tools            pgtool.Set     // MethodDump: at least as new as the cluster's server
@@ -212,6 +216,9 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 		if job.template.Owner != job.owner {
 			fj.reown = []string{job.template.Owner}
 		}
+		if job.tookRole != "" {
+			fj.reown, fj.dropRole = append(fj.reown, job.tookRole), job.tookRole
+		}
 		left = append(left, job.template.Report...)
 	}
 	more, err := s.finish(ctx, fj)
@@ -245,9 +252,6 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		if job.spare != nil && job.spare.Role != "" && c.adopt != nil {
 			job.adopt, job.owner = c.adopt, c.adopt.Role // made by taking the spare (createFromTemplate)
 		} else {
-			if job.spare != nil && job.spare.Role != "" {
-				job.spare = nil // its role can only become a workspace role that does not exist yet
-			}
 			if owner, err = forkOwnerOf(ctx, l, c.Workspace, c.incarnation, c.Database); err != nil {
 				return err
 			}
@@ -341,7 +345,13 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 		return err
 	}
 	opts.Spare = spare
+	if spare != nil && spare.Role != "" && job.adopt == nil {
+		opts.SpareRoleAs = names.TakenSpareRole(c.Workspace, c.Request.String(), c.Datatable)
+	}
 	switch {
+	case opts.SpareRoleAs != "":
+		report("ALTER DATABASE " + spare.Database + " RENAME TO " + c.Database + " and ALTER ROLE " + spare.Role + " RENAME TO " +
+			opts.SpareRoleAs + " (a spare TEMPLATE copy of " + job.template.Database + "; its objects are re-owned to " + job.owner + ")")
 	case spare != nil && job.adopt != nil:
 		opts.Adopt = job.adopt
 		report("ALTER DATABASE " + spare.Database + " RENAME TO " + c.Database + " and ALTER ROLE " + spare.Role + " RENAME TO " +
@@ -370,7 +380,7 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 	if !out.FromSpare {
 		return nil
 	}
-	job.tookSpare = spare.Database
+	job.tookSpare, job.tookRole = spare.Database, opts.SpareRoleAs
 	return forgetSpare(ctx, l.Control(), spare, c.Cluster, c.Request)
 }
 

@@ -55,6 +55,9 @@ type finishJob struct {
 	mode     string
 	// reown: the copy is a TEMPLATE copy; objects of these roles are re-owned by owner.
 	reown []string
+	// dropRole, one of reown, is a taken spare's role (names.TakenSpareRole): dropped once it
+	// owns nothing and holds no privilege (dropTakenRole).
+	dropRole string
 	// database-level settings and access list: not for a schema template (each fork gets them).
 	databaseLevel bool
 	sequences     bool
@@ -187,7 +190,39 @@ func (j finishJob) finishObjects(ctx context.Context, tx pgx.Tx) ([]notCarried, 
 	}
 	more, err := j.shutOutForeignRoles(ctx, tx)
 	j.phases.mark("check other workspaces' roles")
-	return append(left, more...), err
+	if err != nil {
+		return nil, err
+	}
+	if j.dropRole != "" {
+		if err := dropTakenRole(ctx, tx, j.dropRole); err != nil {
+			return nil, err
+		}
+		j.phases.mark("drop the spare's role")
+	}
+	return append(left, more...), nil
+}
+
+// unusedRoleSQL: role $1 exists and nothing on the cluster depends on it (owns, grants, policies).
+const unusedRoleSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname = $1
+	AND NOT EXISTS (SELECT FROM pg_catalog.pg_shdepend d
+	                 WHERE d.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND d.refobjid = r.oid))`
+
+// dropTakenRole drops role, a taken spare's whose objects the finish re-owned, in the finish's
+// transaction, so that the copy never becomes ready while it is there. A role that still owns or
+// holds something (an object the re-own could not move, reported) stays, and the copy's drop
+// drops it (dropCopyDatabase).
+func dropTakenRole(ctx context.Context, tx pgx.Tx, role string) error {
+	var unused bool
+	if err := tx.QueryRow(ctx, unusedRoleSQL, role).Scan(&unused); err != nil {
+		return fmt.Errorf("check what role %q still owns: %w", role, err)
+	}
+	if !unused {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, "DROP ROLE "+pgx.Identifier{role}.Sanitize()); err != nil {
+		return fmt.Errorf("drop the spare's role %q: %w", role, err)
+	}
+	return nil
 }
 
 // reownSQL lists the objects of the copy owned by roles $1 (other than $2) that belong to no

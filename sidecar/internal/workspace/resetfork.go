@@ -305,7 +305,11 @@ func (s *Service) resetCopy(ctx context.Context, req *request.Request, rep reque
 			return err
 		}
 		return l.RenameMarkedDatabase(ctx, staging, it.Database, req.ID, func(ctx context.Context, tx pgx.Tx) error {
-			return adoptStaging(ctx, tx, it.Cluster, fork, staging, it.Database, req.ID)
+			if err := adoptStaging(ctx, tx, it.Cluster, fork, staging, it.Database, req.ID); err != nil {
+				return err
+			}
+			// As a new fork does: the next spare, or a template of the parent's new schema.
+			return enqueueTemplate(ctx, tx, req, &it.planItem)
 		})
 	})
 	if err != nil {

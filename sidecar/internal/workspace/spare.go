@@ -24,10 +24,12 @@ const CrashSpareCreated = "fork.template.spare_created"
 // the cluster yet takes the spare with its role (cluster.CreateOptions.Spare and Adopt: the
 // database is renamed into the fork's copy and the role into the workspace's role, in one
 // transaction) instead of copying the template and re-owning its objects while the user waits,
-// and asks for a refresh, which makes the next spare. A fork whose workspace role exists already
-// (a second datatable on the cluster, reset_fork) copies the template. A spare made before spares
-// had roles (role NULL) is owned by the template's owner and taken by any fork, which re-owns its
-// objects. A spare is a row of dataenv.schema_templates with spare_of set: whatever drops an
+// and asks for a refresh, which makes the next spare. A copy whose workspace role exists already
+// (a second datatable on the cluster, reset_fork) takes the spare too, its role renamed for the
+// copy's request (cluster.CreateOptions.SpareRoleAs); the finish re-owns that role's objects and
+// drops it (finishJob.dropRole), and the copy's drop drops it if the finish did not. A spare
+// made before spares had roles (role NULL) is owned by the template's owner and taken by any
+// fork, which re-owns its objects. A spare is a row of dataenv.schema_templates with spare_of set: whatever drops an
 // entry's templates drops its spares, and their roles, the same way (dropTemplate), and a refresh
 // drops the spares of templates that are no longer current.
 
