@@ -130,7 +130,17 @@ func (f *fixture) dropSlot() {
 // composition root registers the fork handlers) against the control database.
 func (f *fixture) startSidecar(env ...string) *sidecartest.Process {
 	f.t.Helper()
-	return sidecartest.Start(f.t, sidecartest.Options{DSN: f.controlDSN, Env: env})
+	p := sidecartest.Start(f.t, sidecartest.Options{DSN: f.controlDSN, Env: env})
+	// Runs before this sidecar stops: a sidecar a test started in place of the fixture's stops
+	// before the fixture's cleanup, which would wait a minute for a refresh nobody runs.
+	f.t.Cleanup(func() {
+		select {
+		case <-p.Exited():
+		default:
+			settleTemplates(f.t, f.controlDSN)
+		}
+	})
+	return p
 }
 
 // forkRole is the workspace role that owns fork's copies on the fixture's cluster (recorded in
