@@ -271,6 +271,15 @@ func (h *harness) forkLane(ctx context.Context, stop <-chan struct{}, lane strin
 		if !h.forkJobs(ctx, lane, fork) {
 			return
 		}
+		if mode == "schema_only" { // a copy whose role exists: it takes the spare and re-owns it
+			rs, ok := h.step(ctx, lane, "reset_fork", map[string]any{"fork": fork})
+			if rs == nil {
+				return
+			}
+			if ok {
+				h.checkFork(ctx, rs.ID, fork, mode)
+			}
+		}
 		if i%3 == 0 {
 			child := fork + "_c"
 			cc, _ := h.step(ctx, lane, "create_fork", map[string]any{"parent": fork, "fork": child,
