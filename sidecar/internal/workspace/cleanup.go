@@ -99,10 +99,16 @@ func dropCopyDatabase(ctx context.Context, l *cluster.Locked, c Copy, also ...cl
 	if _, err = l.DropMarkedDatabase(ctx, c.Database, cluster.DropOptions{
 		Exempt:            append([]cluster.Use{{Kind: UseForkCopy, Name: c.Workspace}}, also...),
 		TerminateSessions: true,
-	}); err != nil || c.Mode != ModeSchemaOnly {
+	}); err != nil || !mayHaveTakenASpare(c) {
 		return err
 	}
 	return dropTakenSpareRole(ctx, l, c)
+}
+
+// mayHaveTakenASpare: a schema_only copy made from its schema template, or whose method was not
+// recorded yet (a crash right after the take).
+func mayHaveTakenASpare(c Copy) bool {
+	return c.Mode == ModeSchemaOnly && (c.Method == "" || c.Method == MethodSchemaTemplate)
 }
 
 // dropTakenSpareRole drops the role of a spare the copy took, renamed for the copy's request
