@@ -208,9 +208,9 @@ const unusedRoleSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.
 	                 WHERE d.refclassid = 'pg_catalog.pg_authid'::pg_catalog.regclass AND d.refobjid = r.oid))`
 
 // dropTakenRole drops role, a taken spare's whose objects the finish re-owned, in the finish's
-// transaction, so that the copy never becomes ready while it is there. A role that still owns or
-// holds something (an object the re-own could not move, reported) stays, and the copy's drop
-// drops it (dropCopyDatabase).
+// transaction: a crash leaves the copy unfinished with the role, which the copy's drop drops
+// (dropCopyDatabase), never a finished copy with it. A role that still owns or holds something
+// (an object the re-own could not move, reported) stays until that drop.
 func dropTakenRole(ctx context.Context, tx pgx.Tx, role string) error {
 	var unused bool
 	if err := tx.QueryRow(ctx, unusedRoleSQL, role).Scan(&unused); err != nil {
