@@ -30,7 +30,7 @@ func (p *Postgres) HostileDefaults(t testing.TB, conn *pgx.Conn, db, asRole stri
 	}
 	// The probe keeps the role default and overrides the timeouts: a 1 ms statement timeout
 	// would cancel the probe itself on a busy machine.
-	probe := p.connectWith(t, db, map[string]string{"statement_timeout": "0", "lock_timeout": "0"})
+	probe := p.connectWith(t, p.SuperUser, p.SuperPassword, db, map[string]string{"statement_timeout": "0", "lock_timeout": "0"})
 	if who := QueryText(t, probe, `SELECT current_user`); who != asRole {
 		t.Fatalf("testenv: a new superuser session in %s runs as %s, want %s: the defaults did not take", db, who, asRole)
 	}
@@ -50,23 +50,5 @@ var plainSettings = map[string]string{
 // at the test's cleanup: for a test's own sessions in a database with hostile defaults.
 func (p *Postgres) ConnectPlain(t testing.TB, db string) *pgx.Conn {
 	t.Helper()
-	return p.connectWith(t, db, plainSettings)
-}
-
-// connectWith opens a superuser connection to db with settings in its startup packet.
-func (p *Postgres) connectWith(t testing.TB, db string, settings map[string]string) *pgx.Conn {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(p.DSN(db))
-	if err != nil {
-		t.Fatalf("testenv: parse the DSN of %s: %v", db, err)
-	}
-	for k, v := range settings {
-		cfg.RuntimeParams[k] = v
-	}
-	conn, err := pgx.ConnectConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("testenv: connect to %s on %s: %v", db, p.Name, err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	return conn
+	return p.connectWith(t, p.SuperUser, p.SuperPassword, db, plainSettings)
 }

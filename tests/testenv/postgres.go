@@ -161,7 +161,21 @@ func (p *Postgres) Connect(t testing.TB, db string) *pgx.Conn {
 // ConnectAs opens a connection as user to db, closed at the test's cleanup.
 func (p *Postgres) ConnectAs(t testing.TB, user, password, db string) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), p.DSNAs(user, password, db))
+	return p.connectWith(t, user, password, db, nil)
+}
+
+// connectWith opens a connection as user to db with settings in its startup packet, closed at
+// the test's cleanup.
+func (p *Postgres) connectWith(t testing.TB, user, password, db string, settings map[string]string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(p.DSNAs(user, password, db))
+	if err != nil {
+		t.Fatalf("testenv: parse the DSN of %s: %v", db, err)
+	}
+	for k, v := range settings {
+		cfg.RuntimeParams[k] = v
+	}
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("testenv: connect to %s as %s on %s: %v", db, user, p.Name, err)
 	}

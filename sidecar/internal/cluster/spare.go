@@ -75,14 +75,7 @@ func (l *Locked) takeSpare(ctx context.Context, conn *pgx.Conn, staging, name, m
 	}
 	crashpoint.HitOnce(CrashAfterSpareUnrecorded)
 	db := ident(sp.Database)
-	var stmts []string
-	switch {
-	case adopt:
-		stmts = adoptStatements(sp, opts.Adopt)
-	case sp.Role != "":
-		stmts = keepRoleStatements(sp, opts.SpareRoleAs, markerFor(markedSpareRole, opts.Request))
-	}
-	stmts = append(stmts,
+	stmts := append(spareRoleStatements(sp, opts),
 		"ALTER DATABASE "+db+" ALLOW_CONNECTIONS true",
 		"ALTER DATABASE "+db+" OWNER TO "+ident(opts.owner(l.cluster)),
 		"ALTER DATABASE "+db+" RENAME TO "+ident(staging),

@@ -180,21 +180,23 @@ func (l *Locked) settleAdopted(ctx context.Context, conn *pgx.Conn, a *Adoption)
 	return nil
 }
 
-// adoptStatements rename the spare's role into the workspace role, with its login, password and
-// marker (run in takeSpare's transaction).
-func adoptStatements(sp *Spare, a *Adoption) []string {
-	return []string{
-		"ALTER ROLE " + ident(sp.Role) + " RENAME TO " + ident(a.Role),
-		"ALTER ROLE " + ident(a.Role) + " LOGIN PASSWORD " + quoteLiteral(a.verifier),
-		"COMMENT ON ROLE " + ident(a.Role) + " IS " + quoteLiteral(a.marker),
+// spareRoleStatements rename the spare's role, in takeSpare's transaction: into the workspace
+// role, with its login, password and marker (opts.Adopt), or to opts.SpareRoleAs, marked for
+// the taking request. None for a spare without a role.
+func spareRoleStatements(sp *Spare, opts CreateOptions) []string {
+	switch {
+	case sp.Role == "":
+		return nil
+	case opts.Adopt != nil:
+		a := opts.Adopt
+		return []string{
+			"ALTER ROLE " + ident(sp.Role) + " RENAME TO " + ident(a.Role),
+			"ALTER ROLE " + ident(a.Role) + " LOGIN PASSWORD " + quoteLiteral(a.verifier),
+			"COMMENT ON ROLE " + ident(a.Role) + " IS " + quoteLiteral(a.marker),
+		}
 	}
-}
-
-// keepRoleStatements rename the spare's role to role, marked with marker (the taking request's),
-// when the spare is taken by a copy whose owner exists (run in takeSpare's transaction).
-func keepRoleStatements(sp *Spare, role, marker string) []string {
 	return []string{
-		"ALTER ROLE " + ident(sp.Role) + " RENAME TO " + ident(role),
-		"COMMENT ON ROLE " + ident(role) + " IS " + quoteLiteral(marker),
+		"ALTER ROLE " + ident(sp.Role) + " RENAME TO " + ident(opts.SpareRoleAs),
+		"COMMENT ON ROLE " + ident(opts.SpareRoleAs) + " IS " + quoteLiteral(markerFor(markedSpareRole, opts.Request)),
 	}
 }

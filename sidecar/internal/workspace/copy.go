@@ -345,17 +345,17 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 		return err
 	}
 	opts.Spare = spare
-	if spare != nil && spare.Role != "" && job.adopt == nil {
-		opts.SpareRoleAs = names.TakenSpareRole(c.Workspace, c.Request.String(), c.Datatable)
-	}
 	switch {
-	case opts.SpareRoleAs != "":
+	case spare != nil && spare.Role != "":
+		// Its role becomes the workspace role (job.adopt), or keeps the objects until the finish
+		// re-owns them (the workspace role exists).
+		roleTo, how := job.owner, " with its role"
+		if opts.Adopt = job.adopt; job.adopt == nil {
+			opts.SpareRoleAs = names.TakenSpareRole(c.Workspace, c.Request.String(), c.Datatable)
+			roleTo, how = opts.SpareRoleAs, "; its objects are re-owned to "+job.owner
+		}
 		report("ALTER DATABASE " + spare.Database + " RENAME TO " + c.Database + " and ALTER ROLE " + spare.Role + " RENAME TO " +
-			opts.SpareRoleAs + " (a spare TEMPLATE copy of " + job.template.Database + "; its objects are re-owned to " + job.owner + ")")
-	case spare != nil && job.adopt != nil:
-		opts.Adopt = job.adopt
-		report("ALTER DATABASE " + spare.Database + " RENAME TO " + c.Database + " and ALTER ROLE " + spare.Role + " RENAME TO " +
-			job.owner + " (a spare TEMPLATE copy of " + job.template.Database + " with its role)")
+			roleTo + " (a spare TEMPLATE copy of " + job.template.Database + how + ")")
 	case spare != nil:
 		report("ALTER DATABASE " + spare.Database + " RENAME TO " + c.Database + " (a spare TEMPLATE copy of " + job.template.Database + ")")
 	default:

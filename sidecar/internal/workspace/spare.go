@@ -29,9 +29,9 @@ const CrashSpareCreated = "fork.template.spare_created"
 // copy's request (cluster.CreateOptions.SpareRoleAs); the finish re-owns that role's objects and
 // drops it (finishJob.dropRole), and the copy's drop drops it if the finish did not. A spare
 // made before spares had roles (role NULL) is owned by the template's owner and taken by any
-// fork, which re-owns its objects. A spare is a row of dataenv.schema_templates with spare_of set: whatever drops an
-// entry's templates drops its spares, and their roles, the same way (dropTemplate), and a refresh
-// drops the spares of templates that are no longer current.
+// fork, which re-owns its objects. A spare is a row of dataenv.schema_templates with spare_of
+// set: whatever drops an entry's templates drops its spares, and their roles, the same way
+// (dropTemplate), and a refresh drops the spares of templates that are no longer current.
 
 // readySpare is a ready spare of template t among ts, if any (the template's refresh keeps one).
 func readySpare(ts []schemaTemplate, t *schemaTemplate) *schemaTemplate {
