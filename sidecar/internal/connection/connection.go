@@ -83,12 +83,13 @@ func (s *Service) handlePrepare(ctx context.Context, req *request.Request, rep r
 	return s.Prepare(ctx, a.Workspace, rep, true)
 }
 
-// datatablesSQL lists workspace $1's datatables, and whether each is the workspace's own fork
-// copy, ready (made, owned and finished by its create_fork).
+// datatablesSQL lists workspace $1's datatables and, for each that is the workspace's own fork
+// copy, ready (made, owned and finished by its create_fork), the role its finish made it owned by
+// (its report's owner; ” for none or an older report without one).
 const datatablesSQL = `
 SELECT r.datatable, r.cluster, r.database,
-       EXISTS (SELECT FROM dataenv.fork_copies c
-                WHERE c.workspace = r.workspace AND c.cluster = r.cluster AND c.database = r.database AND c.state = 'ready')
+       (SELECT coalesce(c.report->>'owner', '') FROM dataenv.fork_copies c
+         WHERE c.workspace = r.workspace AND c.cluster = r.cluster AND c.database = r.database AND c.state = 'ready')
   FROM dataenv.datatable_resolution_all r WHERE r.workspace = $1 ORDER BY r.datatable`
 
 const clustersSQL = `
@@ -105,7 +106,10 @@ func (s *Service) Prepare(ctx context.Context, workspace string, rep request.Rep
 
 // prepare is Prepare; with ownCopiesDone (create_fork, right after its commit), the workspace's
 // own fork copies are not connected to: the fork made each one owned by its role and finished
-// it to the parent's privileges, which is all GrantDatatable would find to do there.
+// it to the parent's privileges, which is all GrantDatatable would find to do there, and it
+// converged that role under the cluster's lifecycle lock before the copy was marked ready, so the
+// role its report names is taken as it is (no second lock round, which would queue behind the
+// schema template refresh the fork's commit just enqueued).
 func (s *Service) prepare(ctx context.Context, workspace string, rep request.Reporter, strict, ownCopiesDone bool) (*Result, error) {
 	if _, err := control.ReadWorkspace(ctx, s.Control, workspace); err != nil {
 		if errors.Is(err, control.ErrNotFound) {
@@ -118,12 +122,14 @@ func (s *Service) prepare(ctx context.Context, workspace string, rep request.Rep
 		return nil, request.Retryable(fmt.Errorf("read the datatables of %q: %w", workspace, err))
 	}
 	type listed struct {
-		d       Datatable
-		ownCopy bool
+		d Datatable
+		// owner: the datatable is the workspace's own ready fork copy, owned by this role (nil:
+		// not one; "": one whose report names no owner).
+		owner *string
 	}
 	dts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (listed, error) {
 		var l listed
-		return l, r.Scan(&l.d.Datatable, &l.d.Cluster, &l.d.Database, &l.ownCopy)
+		return l, r.Scan(&l.d.Datatable, &l.d.Cluster, &l.d.Database, &l.owner)
 	})
 	if err != nil {
 		return nil, request.Retryable(fmt.Errorf("read the datatables of %q: %w", workspace, err))
@@ -131,14 +137,16 @@ func (s *Service) prepare(ctx context.Context, workspace string, rep request.Rep
 	res := &Result{Workspace: workspace, Datatables: []Datatable{}, Roles: map[string]string{}}
 	for _, l := range dts {
 		d := l.d
-		if ownCopiesDone && l.ownCopy {
-			role, err := s.Clusters.EnsureWorkspaceRole(ctx, d.Cluster, workspace)
-			if err != nil {
-				return nil, fmt.Errorf("the role of workspace %q on cluster %q: %w", workspace, d.Cluster, err)
+		if ownCopiesDone && l.owner != nil {
+			if d.Role = *l.owner; d.Role == "" {
+				role, err := s.Clusters.EnsureWorkspaceRole(ctx, d.Cluster, workspace)
+				if err != nil {
+					return nil, fmt.Errorf("the role of workspace %q on cluster %q: %w", workspace, d.Cluster, err)
+				}
+				d.Role = role.Name
 			}
-			d.Role = role.Name
-			res.Roles[d.Cluster] = role.Name
-			request.Reportf(ctx, rep, "datatable "+d.Datatable, "owned", "%s owns its copy %s on cluster %s", role.Name, d.Database, d.Cluster)
+			res.Roles[d.Cluster] = d.Role
+			request.Reportf(ctx, rep, "datatable "+d.Datatable, "owned", "%s owns its copy %s on cluster %s", d.Role, d.Database, d.Cluster)
 			res.Datatables = append(res.Datatables, d)
 			continue
 		}
