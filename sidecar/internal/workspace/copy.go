@@ -69,21 +69,24 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	c := Copy{Cluster: it.Cluster, Database: it.Database, Workspace: fork, Datatable: it.Datatable, Mode: it.Mode,
 		ParentDatabase: it.ParentDatabase, Request: req.ID, incarnation: incarnation}
 	var read readTimes
-	plan, err := s.readPlanWithOwner(ctx, rep, &c, it.Source, &read)
+	reading, err := s.readPlanWithOwner(ctx, rep, &c, it.Source, &read)
+	if c.maint != nil {
+		defer c.maint.Close(ctx)
+	}
 	if err != nil {
 		return err
 	}
 	planned := s.cfg.Now()
-	if len(plan.Unreadable) > 0 && (it.Mode == ModeSchemaOnly || plan.templateOK() != "") { // a dump is needed
-		return request.Refusef("create_fork: datatable %q: the cluster's admin may not read table(s) %s of %s; pg_dump and a fork need SELECT on every table",
-			it.Datatable, strings.Join(plan.Unreadable, ", "), it.ParentDatabase)
-	}
-	created := newPhaseTimes(s.cfg.Now)
-	job, err := s.startCopy(ctx, rep, c, it, plan, created)
+	job, err := s.startCopyOf(ctx, rep, c, it, reading)
+	plan, perr := reading.Plan()
 	if err != nil {
 		return err
 	}
 	defer job.close(ctx)
+	if perr != nil {
+		return perr
+	}
+	created := job.phases
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
 	phases := newPhaseTimes(s.cfg.Now)
 	fid, err := s.loadAndFinish(ctx, rep, step, it, plan, job, phases)
@@ -107,8 +110,28 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	return nil
 }
 
+// startCopyOf creates the copy's database from the head of the plan being read (for schema_only,
+// while the rest of the plan is read), once the head shows that the parent can be copied.
+func (s *Service) startCopyOf(ctx context.Context, rep request.Reporter, c Copy, it *planItem, reading *planReading) (*copyJob, error) {
+	head, err := reading.Head()
+	if err != nil {
+		return nil, err
+	}
+	if len(head.Unreadable) > 0 && (it.Mode == ModeSchemaOnly || head.templateOK() != "") { // a dump is needed
+		return nil, request.Refusef("create_fork: datatable %q: the cluster's admin may not read table(s) %s of %s; pg_dump and a fork need SELECT on every table",
+			it.Datatable, strings.Join(head.Unreadable, ", "), it.ParentDatabase)
+	}
+	created := newPhaseTimes(s.cfg.Now)
+	job, err := s.startCopy(ctx, rep, c, it, head, created)
+	if job != nil {
+		job.phases = created
+	}
+	return job, err
+}
+
 // copyJob is a copy whose database exists: how it was made and what its load needs.
 type copyJob struct {
+	phases   *phaseTimes // where the database's creation went
 	owner    string
 	method   string
 	reason   string          // why a full_copy of an idle parent was not a TEMPLATE copy
@@ -236,6 +259,13 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 	job := &copyJob{}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
 		phases.mark("lifecycle lock")
+		// The session that creates the database opens while the registry row is written, if
+		// the plan's read did not open it.
+		maint := c.maint
+		if maint == nil {
+			maint = l.ConnectAhead(ctx, "")
+		}
+		defer maint.Close(ctx)
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
 		}
@@ -258,7 +288,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 			job.owner = owner.Role
 		}
 		phases.mark("registry row and owner")
-		if err := s.createDatabase(ctx, l, c, plan, job, func(detail string) {
+		if err := s.createDatabase(ctx, l, c, plan, job, maint, func(detail string) {
 			request.Report(ctx, rep, fmt.Sprintf("copy datatable %s (%s)", it.Datatable, it.Mode), "copying", detail)
 		}); err != nil {
 			return err
@@ -269,12 +299,14 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 			}
 		}
 		phases.mark("CREATE DATABASE, marked, renamed, recorded")
+		copyConn := l.ConnectAhead(ctx, c.Database) // while the method is recorded
+		defer copyConn.Close(ctx)
 		it.Method, it.CloneUnavailable = job.method, job.cloneUnavailable
 		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.fork_copies SET method = $3 WHERE cluster = $1 AND database = $2`,
 			c.Cluster, c.Database, job.method); err != nil {
 			return retryable(err)
 		}
-		if job.conn, err = l.Connect(ctx, c.Database); err != nil {
+		if job.conn, err = copyConn.Conn(); err != nil {
 			return err
 		}
 		phases.mark("method recorded, connected to the copy")
@@ -301,9 +333,16 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 // restore, once tools at least as new as the cluster's server are found (refused otherwise,
 // before anything is created). A template copy refused meanwhile (a session connected, or the
 // admin may not copy that database) falls back to the dump.
-func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy, plan *parentPlan, job *copyJob, report func(string)) error {
-	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace, Owner: job.owner, Private: true}
-	var err error
+func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy, plan *parentPlan, job *copyJob, maint *cluster.Dial,
+	report func(string)) error {
+	conn, err := maint.Conn()
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// Every statement that makes the database runs on this one session to the maintenance
+	// database, opened while the copy was registered.
+	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace, Owner: job.owner, Private: true, Conn: conn}
 	switch {
 	case c.Mode == ModeSchemaOnly && job.template != nil:
 		if err = s.createFromTemplate(ctx, l, c, opts, job, report); err == nil {
@@ -401,13 +440,8 @@ func makeOwner(ctx context.Context, l *cluster.Locked, c Copy, job *copyJob) err
 func (s *Service) createFromParent(ctx context.Context, l *cluster.Locked, c Copy, opts cluster.CreateOptions, job *copyJob,
 	report func(string)) error {
 	opts.Template = c.ParentDatabase
-	conn, err := l.Connect(ctx, "")
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	opts.Conn = conn // the clone check's connection creates the copy too
-	ok, why, err := l.CanClone(ctx, conn)
+	ok, why, err := l.CanClone(ctx, opts.Conn) // the clone check's connection creates the copy too
+
 	if err != nil {
 		return err
 	}

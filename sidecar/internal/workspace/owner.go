@@ -40,26 +40,24 @@ func forkOwnerOf(ctx context.Context, l *cluster.Locked, workspace string, incar
 	}}, nil
 }
 
-// readPlanWithOwner reads the parent's plan (mode c.Mode) while the fork's owner role is made on
-// c's cluster and the copy's database noted for it: they do not depend on each other, and on a
-// small parent the role's CREATE ROLE and records cost as much as the plan's reads. One
+// readPlanWithOwner starts reading the parent's plan (mode c.Mode) while the fork's owner role is
+// made on c's cluster and the copy's database noted for it: they do not depend on each other, and
+// on a small parent the role's CREATE ROLE and records cost as much as the plan's reads. One
 // lifecycle-lock section opens the connection to the parent, checking on it that no binding is
 // refused the parent (ConnectBindable), so the two never queue for the lock one behind the other,
-// and makes the role; the plan is read on that connection outside
-// the lock, and forkOwnerOf under the copy's lock then finds the role made (the role cache) and
-// checks it again. A failed plan read is the error returned first; whatever the role step made
-// is dropped by the fork's rollback like any of its roles.
+// and makes the role; the plan is read on that connection outside the lock, and forkOwnerOf under
+// the copy's lock then finds the role made (the role cache) and checks it again. It returns once
+// the role is made and the plan's head is read (planReading.Head); a schema_only copy's database
+// is then created while the rest is read. A failed plan read is the error returned first;
+// whatever the role step made is dropped by the fork's rollback like any of its roles. On error
+// the read is over.
 //
 // A schema_only copy whose workspace has no role on the cluster yet, of an entry (source's
 // datatable) whose template has a spare with a role, makes no role: it prepares to take the
 // spare's (cluster.Locked.PrepareAdoption, c.adopt), and the copy makes the role only if it takes
 // no spare after all.
-func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c *Copy, source string, times *readTimes) (*parentPlan, error) {
-	type planRead struct {
-		plan *parentPlan
-		err  error
-	}
-	read := make(chan planRead, 1)
+func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c *Copy, source string, times *readTimes) (*planReading, error) {
+	r := &planReading{head: make(chan *parentPlan, 1), done: make(chan planRead, 1)}
 	reading := false
 	begun := s.cfg.Now()
 	ownerErr := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(lctx context.Context, l *cluster.Locked) error {
@@ -71,8 +69,14 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 		connected := s.cfg.Now()
 		times.connected = connected.Sub(begun) - times.locked
 		reading = true
+		if c.Mode == ModeSchemaOnly { // the spare's take is next, right after the plan's head
+			c.maint = l.ConnectAhead(ctx, "")
+		}
 		go func() {
-			p, err := readPlanOn(ctx, conn, c.ParentDatabase, c.Mode)
+			p, err := readPlanOn(ctx, conn, c.ParentDatabase, c.Mode, func(head *parentPlan) {
+				times.head = s.cfg.Now().Sub(connected)
+				r.head <- head
+			})
 			times.plan = s.cfg.Now().Sub(connected)
 			// Closed before the plan is handed over; a full_copy's TEMPLATE copy of the parent
 			// needs its session gone from the server, not just closed.
@@ -81,7 +85,7 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 			} else {
 				_ = conn.Close(context.WithoutCancel(ctx))
 			}
-			read <- planRead{p, err}
+			r.done <- planRead{p, err}
 		}()
 		if c.adopt, err = prepareAdoption(lctx, l, *c, source); err == nil && c.adopt == nil {
 			_, err = forkOwnerOf(lctx, l, c.Workspace, c.incarnation, c.Database)
@@ -92,14 +96,55 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 	if !reading {
 		return nil, ownerErr
 	}
-	r := <-read // happens after the reader's writes to times
-	if r.err != nil {
-		return nil, r.err
+	if _, err := r.Head(); err != nil {
+		return nil, err
 	}
 	if ownerErr != nil {
+		_, _ = r.Plan()
 		return nil, ownerErr
 	}
-	return r.plan, nil
+	return r, nil
+}
+
+// planRead is the outcome of a plan read.
+type planRead struct {
+	plan *parentPlan
+	err  error
+}
+
+// planReading is a plan being read on the parent by a goroutine of readPlanWithOwner. Its owner
+// calls Plan before it returns, whatever happens, so that the read is over and the parent's
+// connection closed.
+type planReading struct {
+	head   chan *parentPlan // the head of a schema_only plan, sent while the rest is read
+	done   chan planRead
+	first  *parentPlan // what Head returned
+	result *planRead
+}
+
+// Head is what the copy's database is created from: the head of a schema_only plan
+// (parentPlan.head), whose rest may still be being read, else the whole plan.
+func (r *planReading) Head() (*parentPlan, error) {
+	if r.first != nil {
+		return r.first, nil
+	}
+	select {
+	case r.first = <-r.head:
+		return r.first, nil
+	case d := <-r.done:
+		r.result = &d
+		r.first = d.plan
+		return d.plan, d.err
+	}
+}
+
+// Plan waits for the whole plan.
+func (r *planReading) Plan() (*parentPlan, error) {
+	if r.result == nil {
+		d := <-r.done
+		r.result = &d
+	}
+	return r.result.plan, r.result.err
 }
 
 // spareWithRoleSQL: the entry ($1, $2) has a ready spare with a role on cluster $3.
@@ -128,12 +173,17 @@ func prepareAdoption(ctx context.Context, l *cluster.Locked, c Copy, source stri
 }
 
 // readTimes is where readPlanWithOwner's time went, for the copy's "done" step: the plan read
-// and the role run side by side once the parent is connected.
-type readTimes struct{ locked, connected, plan, role time.Duration }
+// and the role run side by side once the parent is connected; head is when a schema_only plan's
+// head was read (the copy's database is then made while the rest is read).
+type readTimes struct{ locked, connected, head, plan, role time.Duration }
 
 func (t *readTimes) String() string {
-	return fmt.Sprintf("lifecycle lock %s, parent connected and checked %s, then plan %s alongside the fork's role %s",
-		ms(t.locked), ms(t.connected), ms(t.plan), ms(t.role))
+	plan := fmt.Sprintf("plan %s", ms(t.plan))
+	if t.head > 0 {
+		plan = fmt.Sprintf("plan's head %s (the rest read by %s, alongside the database's creation)", ms(t.head), ms(t.plan))
+	}
+	return fmt.Sprintf("lifecycle lock %s, parent connected and checked %s, then %s alongside the fork's role %s",
+		ms(t.locked), ms(t.connected), plan, ms(t.role))
 }
 
 // templateOwnerOf is the role that owns a schema template's objects: the cluster's application

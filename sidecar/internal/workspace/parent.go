@@ -270,14 +270,16 @@ func (s *Service) readParentPlan(ctx context.Context, clusterName, parent, mode 
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return readPlanOn(ctx, conn, parent, mode)
+	return readPlanOn(ctx, conn, parent, mode, nil)
 }
 
-// readPlanOn is readParentPlan on conn, an admin connection to the parent.
-func readPlanOn(ctx context.Context, conn *pgx.Conn, parent, mode string) (*parentPlan, error) {
+// readPlanOn is readParentPlan on conn, an admin connection to the parent. For a schema_only
+// plan, early (if not nil) gets the plan's head (planHead) as soon as it is read, in the same
+// snapshot as the rest, which is read after it.
+func readPlanOn(ctx context.Context, conn *pgx.Conn, parent, mode string, early func(*parentPlan)) (*parentPlan, error) {
 	p := &parentPlan{Database: parent, ObjectACLs: map[string]*objectACL{}}
 	err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		return p.read(ctx, tx, mode)
+		return p.read(ctx, tx, mode, early)
 	})
 	if err != nil {
 		return nil, retryable(fmt.Errorf("read what a fork of %q must keep: %w", parent, err))
@@ -285,13 +287,14 @@ func readPlanOn(ctx context.Context, conn *pgx.Conn, parent, mode string) (*pare
 	return p, nil
 }
 
-func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string) error {
+func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string, early func(*parentPlan)) error {
 	l := &p.Locale
 	if err := tx.QueryRow(ctx, parentDatabaseSQL).Scan(&p.Owner, &l.Encoding, &l.Collate, &l.Ctype, &l.Provider, &l.Locale,
 		&p.ConnLimit, &p.adminSuper, &p.adminBypass, &p.serverNum); err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
-	// The rest depends only on what the first query returned: one round trip (pipelined).
+	// The rest depends only on what the first query returned: one round trip (pipelined), or
+	// two for a schema_only plan whose head is wanted early.
 	steps := []func(context.Context, querier) error{
 		p.readDatabaseACL, p.readSettings, p.readOwnerRoles, p.readObjectACLs, p.readDefaultACLs, p.readUncreatable,
 		func(ctx context.Context, q querier) error {
@@ -302,15 +305,33 @@ func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string) error {
 		},
 		p.readPopulated,
 	}
-	steps = append(steps, p.readRows)
+	head := []func(context.Context, querier) error{p.readRows}
 	if mode == ModeSchemaOnly {
-		steps = append(steps, p.readSequences, p.readFingerprint)
+		head = append(head, p.readFingerprint)
+		steps = append(steps, p.readSequences)
+	}
+	if mode == ModeSchemaOnly && early != nil {
+		if err := pipelined(ctx, tx, head); err != nil {
+			return err
+		}
+		early(p.head())
+	} else {
+		steps = append(head, steps...)
 	}
 	if err := pipelined(ctx, tx, steps); err != nil {
 		return err
 	}
 	p.withoutWorkspaceRoles()
 	return nil
+}
+
+// head is a copy of what the plan's head read (its database query, readable tables and
+// fingerprint): all a schema_only copy's database needs to be created (the schema template to
+// copy, or the locale and tools of a dump), made while the rest of the plan is read.
+func (p *parentPlan) head() *parentPlan {
+	return &parentPlan{Database: p.Database, Owner: p.Owner, Locale: p.Locale, ConnLimit: p.ConnLimit,
+		Unreadable: p.Unreadable, NoRows: p.NoRows, NoRowsPatterns: p.NoRowsPatterns, Fingerprint: p.Fingerprint,
+		adminSuper: p.adminSuper, adminBypass: p.adminBypass, serverNum: p.serverNum}
 }
 
 func (p *parentPlan) readDatabaseACL(ctx context.Context, tx querier) error {

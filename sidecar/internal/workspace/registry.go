@@ -32,6 +32,9 @@ type Copy struct {
 	// adopt: the copy may take its schema template's spare with the spare's role, which becomes
 	// the workspace's role on the cluster (readPlanWithOwner prepared it; nil: the role exists).
 	adopt *cluster.Adoption
+	// maint is the admin's session to the cluster's maintenance database that creates the copy's
+	// database, opened by readPlanWithOwner while the plan is read (nil: opened when needed).
+	maint *cluster.Dial
 }
 
 // Copy states.
