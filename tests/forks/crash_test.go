@@ -405,3 +405,41 @@ func TestCrashInARollbackThenRetried(t *testing.T) {
 		t.Fatalf("the copy made again differs from the parent:\n%s\n---\n%s", s, ps)
 	}
 }
+
+// TestFailReadingThePlanAfterTheTake makes the rest of a schema_only fork's plan fail to read
+// (a transient fault right after the plan's head) while the copy, made from that head, takes the
+// template's spare with its role. The attempt fails with the copy made: its rollback drops the
+// copy and the role the spare's became, and the retry makes the fork with the parent's schema,
+// owned by the fork's role, leaving no role of the failed take.
+func TestFailReadingThePlanAfterTheTake(t *testing.T) {
+	t.Parallel()
+	f, a, p, ws := newCrashWorkspace(t, nil)
+	first := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, wsID("f"))), "d")
+	f.mustSucceed(first.Fidelity.Template.Request) // a template and its spare with a role
+	if err := f.sidecar.Stop(time.Minute); err != nil {
+		t.Fatalf("stop the sidecar: %v", err)
+	}
+	point := "fork.fail_after_plan_head"
+	f.sidecar = f.startSidecar("DATAENV_CRASH_AT="+point, "DATAENV_CRASH_MARKER_DIR="+t.TempDir())
+
+	fork := wsID("g")
+	id := f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)
+	res := f.forkResult(f.mustSucceed(id), "d")
+	if a := queryInt(t, f.sql, `SELECT attempts FROM dataenv.requests WHERE id = $1::uuid`, id); a < 2 {
+		t.Fatalf("attempts %d: the injected failure at %s did not fail an attempt", a, point)
+	}
+	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.requests, jsonb_array_elements(steps) s
+		WHERE id = $1::uuid AND s->>'status' = 'copying' AND s->>'detail' LIKE '%a spare TEMPLATE copy%'`, id); n == 0 {
+		t.Fatalf("no attempt of the fork took the spare before its plan was read in full")
+	}
+	copyDB := names.ForkDatabase(fork, "d")
+	if s, ps := schemaOf(t, copyDB), schemaOf(t, p); res.Method != "schema_template" || s != ps {
+		t.Fatalf("after a failure at %s the copy was made by %s; its schema:\n%s\n---\nthe parent's:\n%s", point, res.Method, s, ps)
+	}
+	ownedBy(t, copyDB, f.forkRole(fork))
+	if left := takenRolesOf(t, fork); left != "" {
+		t.Fatalf("after a failure at %s the failed take left roles %s", point, left)
+	}
+	f.mustSucceed(res.Fidelity.Template.Request)
+	checkSpareRoles(t, f, external.Connect(t, "postgres"), ws, point)
+}

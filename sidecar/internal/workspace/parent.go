@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/crashpoint"
 )
 
 // parentPlan is what a fork must reproduce of its parent database, read from the parent's
@@ -315,6 +316,9 @@ func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string, early fun
 			return err
 		}
 		early(p.head())
+		if err := crashpoint.FailOnce(CrashFailAfterPlanHead); err != nil {
+			return err // tests: the rest of the read fails after the copy may have been made
+		}
 	} else {
 		steps = append(head, steps...)
 	}

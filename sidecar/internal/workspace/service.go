@@ -36,6 +36,10 @@ const (
 	// CrashFailRollbackRoleDrop makes the first role drop of a failed create_fork's rollback fail
 	// with a transient error (crashpoint.FailOnce), instead of dying.
 	CrashFailRollbackRoleDrop = "fork.rollback.fail_role_drop"
+	// CrashFailAfterPlanHead makes the first schema_only plan read that handed its head over fail
+	// with a transient error (crashpoint.FailOnce) before the rest is read: the copy's database,
+	// made from the head meanwhile, is left to the fork's rollback.
+	CrashFailAfterPlanHead = "fork.fail_after_plan_head"
 )
 
 // ForkCleaner is another area's cleanup of what it holds for a fork (the lake area: fork
