@@ -17,6 +17,7 @@ import (
 	"github.com/dataenv/dataenv/sidecar/internal/fence"
 	"github.com/dataenv/dataenv/sidecar/internal/job"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
+	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/pgsession"
 	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
@@ -36,13 +37,18 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer pool.Close()
+	wsLocks, err := lock.NewWorkspaceSessions(pool)
+	if err != nil {
+		return err
+	}
+	defer wsLocks.Close()
 	reg := metrics.NewRegistry()
 	m := metrics.New(reg)
 	sats := satellite.New(satellite.Config{Control: pool, MaxConns: cfg.SatelliteConnections,
 		IdleTimeout: cfg.SatelliteIdleTimeout, Logger: cfg.Logger,
 		Kinds: map[string]request.Handler{"ping": pingHandler{}}})
 	go sats.Run(ctx)
-	kinds, jobs, err := buildKinds(pool, cfg, m, sats)
+	kinds, jobs, err := buildKinds(pool, wsLocks, cfg, m, sats)
 	if err != nil {
 		return err
 	}
@@ -90,7 +96,7 @@ type components struct {
 
 // buildKinds builds every area on one set of shared components and registers every request
 // kind's handler: the one place that knows them all.
-func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics, sats *satellite.Service) (*request.Registry, *job.Handlers, error) {
+func buildKinds(pool *pgxpool.Pool, wsLocks *lock.WorkspaceSessions, cfg Config, m *metrics.Metrics, sats *satellite.Service) (*request.Registry, *job.Handlers, error) {
 	log := cfg.Logger
 	admin, err := cluster.New(cluster.Config{Control: pool, ControlDSN: pool.Config().ConnString(), Metrics: m, Logger: log})
 	if err != nil {
@@ -101,18 +107,18 @@ func buildKinds(pool *pgxpool.Pool, cfg Config, m *metrics.Metrics, sats *satell
 	resolver := &lake.Resolver{Control: pool, Clusters: boundClusters{admin}, Registry: lakeRegistry, Access: lakeAccess, Logger: log}
 	lakeHooks := lake.NewHooks(pool, admin, lakeRegistry, log)
 	lakeHooks.Metrics, lakeHooks.Access = m, lakeAccess
-	jobs, err := job.New(job.Config{Control: pool, Resolver: resolver, Logger: log, Metrics: m, Limits: cfg.JobLimits,
+	jobs, err := job.New(job.Config{Control: pool, WorkspaceLocks: wsLocks, Resolver: resolver, Logger: log, Metrics: m, Limits: cfg.JobLimits,
 		Isolation: cfg.JobIsolation, Runner: client.Config{RunnerPath: cfg.RunnerPath, Logger: log, CgroupParent: jobCgroup(cfg.JobCgroup, log),
 			WarmSpares: cfg.JobWarmSpares, MountedSpareSets: mountSets(cfg.JobWarmSpareMountSets)}})
 	if err != nil {
 		return nil, nil, err
 	}
-	conns := &connection.Service{Control: pool, Clusters: admin, Lakes: jobs, Logger: log}
+	conns := &connection.Service{Control: pool, WorkspaceLocks: wsLocks, Clusters: admin, Lakes: jobs, Logger: log}
 	comparer, err := compare.New(compare.Config{Control: pool, Clusters: admin, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
-	forks, err := workspace.New(workspace.Config{Control: pool, Clusters: admin, Metrics: m, Logger: log,
+	forks, err := workspace.New(workspace.Config{Control: pool, WorkspaceLocks: wsLocks, Clusters: admin, Metrics: m, Logger: log,
 		Cleaners: []workspace.ForkCleaner{lakeHooks, admin}, BlocksCreate: lake.BlocksCreate,
 		Tools: pgtool.NewFinder(cfg.PGToolsDirs), Preparer: conns, Pinner: jobs, LakeReset: lakeHooks})
 	if err != nil {

@@ -35,10 +35,12 @@ type Lakes interface {
 
 // Service performs prepare_connection and rotate_credentials.
 type Service struct {
-	Control  *pgxpool.Pool
-	Clusters *cluster.Admin
-	Lakes    Lakes
-	Logger   *slog.Logger
+	Control *pgxpool.Pool
+	// WorkspaceLocks are the sessions workspace locks are held on.
+	WorkspaceLocks *lock.WorkspaceSessions
+	Clusters       *cluster.Admin
+	Lakes          Lakes
+	Logger         *slog.Logger
 }
 
 // Register registers the kinds' handlers.
@@ -75,7 +77,7 @@ func (s *Service) handlePrepare(ctx context.Context, req *request.Request, rep r
 	}
 	// Under the workspace's lock: a drop_fork of the workspace running meanwhile would drop its
 	// roles and namespaces while this makes them again.
-	locks, err := lock.Workspace(ctx, s.Control, a.Workspace)
+	locks, err := s.WorkspaceLocks.Workspace(ctx, a.Workspace)
 	if err != nil {
 		return nil, request.Retryable(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/runner/protocol"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
+	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
@@ -44,6 +45,8 @@ const MaxResultBytesLimit = 16 << 20
 type Config struct {
 	// Control is the control database pool (required).
 	Control *pgxpool.Pool
+	// WorkspaceLocks are the sessions workspace locks are held on (required).
+	WorkspaceLocks *lock.WorkspaceSessions
 	// Resolver resolves ATTACH statements (required).
 	Resolver *lake.Resolver
 	// Runner configures the runner client, created at the first job (so a sidecar without the
@@ -74,8 +77,8 @@ type Handlers struct {
 
 // New returns the handlers.
 func New(cfg Config) (*Handlers, error) {
-	if cfg.Control == nil || cfg.Resolver == nil {
-		return nil, errors.New("job.New: Control and Resolver are required")
+	if cfg.Control == nil || cfg.Resolver == nil || cfg.WorkspaceLocks == nil {
+		return nil, errors.New("job.New: Control, Resolver and WorkspaceLocks are required")
 	}
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes

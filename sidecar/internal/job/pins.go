@@ -9,7 +9,6 @@ import (
 
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
-	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -73,7 +72,7 @@ func (h *Handlers) handleRepin(ctx context.Context, req *request.Request, rep re
 }
 
 func (h *Handlers) repin(ctx context.Context, fork string, rep request.Reporter) (*RepinResult, error) {
-	locks, err := lock.Workspace(ctx, h.cfg.Control, fork)
+	locks, err := h.cfg.WorkspaceLocks.Workspace(ctx, fork)
 	if err != nil {
 		return nil, request.Retryable(err)
 	}

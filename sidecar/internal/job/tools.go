@@ -12,7 +12,6 @@ import (
 	"github.com/dataenv/dataenv/runner/client"
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/lake"
-	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
 )
 
@@ -114,7 +113,7 @@ func (h *Handlers) refreshDescendants(ctx context.Context, workspace, lakeName s
 // refreshFork prepares fork again under its workspace lock, unless it was dropped meanwhile
 // (drop_fork holds the lock while it removes what preparing makes).
 func (h *Handlers) refreshFork(ctx context.Context, fork string, rep request.Reporter) error {
-	locks, err := lock.Workspace(ctx, h.cfg.Control, fork)
+	locks, err := h.cfg.WorkspaceLocks.Workspace(ctx, fork)
 	if err != nil {
 		return err
 	}

@@ -26,17 +26,22 @@ func TestMain(m *testing.M) {
 
 func installed(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	db := pg.CreateDatabase(t)
-	if _, err := install.Install(ctx, pg.Connect(t, db), install.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, pg.DSN(db))
+	pool, err := pgxpool.New(context.Background(), pg.DSN(installedDatabase(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// installedDatabase is a new database with dataenv installed.
+func installedDatabase(t *testing.T) string {
+	t.Helper()
+	db := pg.CreateDatabase(t)
+	if _, err := install.Install(context.Background(), pg.Connect(t, db), install.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
 
 func TestWaitingIsSignalledAndReleaseUnblocks(t *testing.T) {

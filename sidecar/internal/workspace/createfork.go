@@ -416,10 +416,10 @@ func (s *Service) describe(ctx context.Context, args createArgs) (*ForkResult, e
 	return res, nil
 }
 
-// withWorkspaceLock holds the advisory lock of a workspace id (lock.WithWorkspace) while fn
+// withWorkspaceLock holds the advisory lock of a workspace id (lock.WorkspaceLocks) while fn
 // runs, so create_fork, drop_fork and prepare_connection of one id never interleave.
 func (s *Service) withWorkspaceLock(ctx context.Context, id string, fn func() error) error {
-	w, err := lock.Workspace(ctx, s.cfg.Control, id)
+	w, err := s.cfg.WorkspaceLocks.Workspace(ctx, id)
 	if err != nil {
 		return retryable(err)
 	}

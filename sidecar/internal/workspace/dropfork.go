@@ -37,7 +37,7 @@ func (s *Service) handleDropFork(ctx context.Context, req *request.Request, rep 
 		return nil, err
 	}
 	var res *DropResult
-	locks, err := lock.Workspace(ctx, s.cfg.Control, args.Fork)
+	locks, err := s.cfg.WorkspaceLocks.Workspace(ctx, args.Fork)
 	if err == nil {
 		res, err = s.dropFork(ctx, req, rep, locks, args)
 		locks.Close(ctx)

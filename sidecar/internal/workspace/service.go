@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
+	"github.com/dataenv/dataenv/sidecar/internal/lock"
 	"github.com/dataenv/dataenv/sidecar/internal/metrics"
 	"github.com/dataenv/dataenv/sidecar/internal/pgtool"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
@@ -68,6 +69,8 @@ type Config struct {
 	// Control is the pool of the control database (the role that owns the dataenv schema).
 	// Required.
 	Control *pgxpool.Pool
+	// WorkspaceLocks are the sessions workspace locks are held on. Required.
+	WorkspaceLocks *lock.WorkspaceSessions
 	// Clusters reaches the clusters (lifecycle lock, marked databases, libpq env). Required.
 	Clusters *cluster.Admin
 	// Logger defaults to slog.Default().
@@ -107,8 +110,8 @@ type Service struct {
 
 // New returns a Service.
 func New(cfg Config) (*Service, error) {
-	if cfg.Control == nil {
-		return nil, errors.New("workspace.New: Config.Control is required")
+	if cfg.Control == nil || cfg.WorkspaceLocks == nil {
+		return nil, errors.New("workspace.New: Config.Control and Config.WorkspaceLocks are required")
 	}
 	if cfg.Clusters == nil {
 		return nil, errors.New("workspace.New: Config.Clusters is required")
