@@ -56,7 +56,7 @@ type fixture struct {
 // test_job waits until releaseJob lets that one request return.
 // test_hold_* hold steps for the outcome (reporter_test.go).
 var testKinds = []string{"test_ok", "test_block", "test_fail_once", "test_fail_always", "test_ping", "test_ping_flaky", "test_job",
-	"test_hold_short", "test_hold_long", "test_hold_order"}
+	"test_hold_short", "test_hold_long", "test_hold_order", "test_hold_again"}
 
 type stateless struct{ request.HandlerFunc }
 

@@ -36,7 +36,8 @@ func (r *reporter) Step(ctx context.Context, s request.Step) {
 	r.write(ctx, steps)
 }
 
-// Hold keeps s for the outcome; holdFor later it is written if the outcome has not taken it.
+// Hold keeps s for the outcome; holdFor later it is written (with whatever else is held) if the
+// outcome has not taken it.
 func (r *reporter) Hold(ctx context.Context, s request.Step) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -51,10 +52,11 @@ func (r *reporter) Hold(ctx context.Context, s request.Step) {
 	}
 }
 
-// flush writes the held steps now.
+// flush writes the held steps now; the next step held arms the timer again.
 func (r *reporter) flush(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.timer = nil
 	if len(r.held) > 0 {
 		r.write(ctx, r.held)
 		r.held = nil

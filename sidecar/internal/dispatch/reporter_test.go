@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -36,7 +37,8 @@ func stepNames(ctx context.Context, pool *pgxpool.Pool, id uuid.UUID) ([]string,
 // TestHeldStepsAreWrittenWithTheOutcome: a step held by a handler that ends soon is not written
 // on its own (the row shows no step while the handler runs) and is in the outcome's write; one
 // held longer than a short while is written while the handler runs, once; a step reported after
-// a held one writes it first, so the order holds.
+// a held one writes it first, so the order holds; with every step held (request.Holding), each
+// batch is written a short while after it is held, not only the first.
 func TestHeldStepsAreWrittenWithTheOutcome(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -65,6 +67,22 @@ func TestHeldStepsAreWrittenWithTheOutcome(t *testing.T) {
 			}
 			return nil, errors.New("the held step was never written while the handler ran")
 		}))
+		cfg.Registry.Register("test_hold_again", request.HandlerFunc(func(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
+			rep = request.Holding(rep) // every step held: each batch is written a short while later
+			for i, step := range []string{"a", "b"} {
+				request.Report(ctx, rep, step, "done", "")
+				for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					names, err := saw(ctx, pool, req.Kind, req.ID)
+					if err != nil || len(names) == i+1 {
+						break
+					}
+					if time.Now().After(deadline) {
+						return nil, fmt.Errorf("held step %q was never written while the handler ran (written: %q)", step, names)
+					}
+				}
+			}
+			return ok, nil
+		}))
 		cfg.Registry.Register("test_hold_order", request.HandlerFunc(func(ctx context.Context, req *request.Request, rep request.Reporter) (any, error) {
 			request.ReportHeld(ctx, rep, "a", "done", "")
 			request.Report(ctx, rep, "b", "done", "")
@@ -80,6 +98,7 @@ func TestHeldStepsAreWrittenWithTheOutcome(t *testing.T) {
 		{"test_hold_short", []string{}, []string{"resolve"}},
 		{"test_hold_long", []string{"resolve"}, []string{"resolve"}},
 		{"test_hold_order", []string{"a", "b"}, []string{"a", "b", "c"}},
+		{"test_hold_again", []string{"a", "b"}, []string{"a", "b"}},
 	}
 	for _, c := range cases {
 		r, xact := f.insert(c.kind)

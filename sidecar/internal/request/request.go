@@ -131,6 +131,21 @@ func ReportHeld(ctx context.Context, rep Reporter, name, status, detail string) 
 	Report(ctx, rep, name, status, detail)
 }
 
+// Holding is rep with every step held (Holder), where rep can hold steps: for a request made of
+// short steps, whose steps then cost no commit of their own when it ends soon, and are written
+// together, a short while late, when it does not.
+func Holding(rep Reporter) Reporter {
+	if h, ok := rep.(Holder); ok {
+		return holding{h}
+	}
+	return rep
+}
+
+type holding struct{ h Holder }
+
+func (r holding) Step(ctx context.Context, s Step) { r.h.Hold(ctx, s) }
+func (r holding) Hold(ctx context.Context, s Step) { r.h.Hold(ctx, s) }
+
 // Reportf is Report with a formatted detail.
 func Reportf(ctx context.Context, rep Reporter, name, status, format string, args ...any) {
 	if rep == nil {
