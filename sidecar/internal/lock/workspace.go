@@ -45,7 +45,7 @@ func NewWorkspaceSessions(control *pgxpool.Pool) (*WorkspaceSessions, error) {
 	return &WorkspaceSessions{pool: pool}, nil
 }
 
-// Close closes every idle session (sessions in use close when their holders let them go).
+// Close closes the sessions, waiting for those in use to be let go (as pgxpool's Close does).
 func (s *WorkspaceSessions) Close() { s.pool.Close() }
 
 // WorkspaceLocks holds the advisory locks of workspace ids (dataenv.workspace_lock_class(),

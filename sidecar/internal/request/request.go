@@ -144,7 +144,6 @@ func Holding(rep Reporter) Reporter {
 type holding struct{ h Holder }
 
 func (r holding) Step(ctx context.Context, s Step) { r.h.Hold(ctx, s) }
-func (r holding) Hold(ctx context.Context, s Step) { r.h.Hold(ctx, s) }
 
 // Reportf is Report with a formatted detail.
 func Reportf(ctx context.Context, rep Reporter, name, status, format string, args ...any) {
