@@ -80,6 +80,7 @@ const (
 	tagRole     = "workspace role"
 	tagSpare    = "spare role"
 	tagTaken    = "taken spare role"
+	tagDiscard  = "discarded fork copy"
 )
 
 // ForkDatabase is the name of the database holding workspace's copy of datatable:
@@ -136,6 +137,16 @@ func ForkLakeDataPrefix(workspace, dataPath string) string {
 func AncestorAlias(lake, ancestor string) string {
 	return AliasPrefix + compact(lake, objectWidth) + "_" + compact(ancestor, workspaceWidth) + "_" +
 		hash8(tagAlias, lake, ancestor)
+}
+
+// DiscardedForkCopy is the name request gives workspace's copy of datatable when it discards the
+// copy before it is finished (a spare taken for it before the parent's schema was known to have
+// changed): the copy's own name (ForkDatabase) is free at once, and the discarded database is
+// dropped meanwhile. dataenv_fork_<mangled workspace>_<mangled datatable>_<hash8>, at most 63
+// bytes: ForkPrefix, the guard of every copy cleanup, included.
+func DiscardedForkCopy(workspace, datatable, request string) string {
+	return ForkPrefix + mangle(workspace, workspaceWidth) + "_" + mangle(datatable, objectWidth) + "_" +
+		hash8(tagDiscard, workspace, datatable, request)
 }
 
 // SchemaTemplate is the database holding the schema template of datatable of workspace made by

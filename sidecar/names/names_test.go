@@ -251,3 +251,15 @@ func TestGoldenTakenSpareRole(t *testing.T) {
 		t.Error("taken spare role names collide")
 	}
 }
+
+func TestDiscardedForkCopy(t *testing.T) {
+	req := "5b6c1d2e-0000-4000-8000-000000000001"
+	got := DiscardedForkCopy(strings.Repeat("w", 80), strings.Repeat("d", 40), req)
+	if len(got) > MaxIdentifier || !identRE.MatchString(got) || !strings.HasPrefix(got, ForkPrefix) {
+		t.Errorf("DiscardedForkCopy = %q: too long, unprefixed or bad characters", got)
+	}
+	if d := DiscardedForkCopy("analytics-f1", "orders", req); d == ForkDatabase("analytics-f1", "orders") ||
+		d == DiscardedForkCopy("analytics-f1", "orders", "5b6c1d2e-0000-4000-8000-000000000002") {
+		t.Error("discarded fork copy names collide")
+	}
+}

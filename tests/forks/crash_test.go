@@ -443,3 +443,66 @@ func TestFailReadingThePlanAfterTheTake(t *testing.T) {
 	f.mustSucceed(res.Fidelity.Template.Request)
 	checkSpareRoles(t, f, external.Connect(t, "postgres"), ws, point)
 }
+
+// TestCrashDiscardingASpareTakenAhead kills the sidecar while a schema_only fork sets aside the
+// spare it took before it read the parent's schema, which had changed: once the discarded name
+// is registered (the copy not renamed yet), once the copy is renamed to it (its record still
+// under the copy's name), and once the discarded copy is dropped (its registry row still there).
+// The rerun makes the copy from the parent by a dump, with the parent's new schema, owned by the
+// fork's role, and leaves no discarded database, no registry row but the copy's, no record of a
+// database that is gone and no role of the take.
+func TestCrashDiscardingASpareTakenAhead(t *testing.T) {
+	for _, point := range []string{"fork.discard.registered", "cluster.rename_database.after_rename", "cluster.drop_database.after_drop"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			f, a, p, ws := newCrashWorkspace(t, nil)
+			first := f.forkResult(f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, wsID("f"))), "d")
+			f.mustSucceed(first.Fidelity.Template.Request) // a template and its spare with a role
+			pc := external.Connect(t, p)
+			mustExec(t, pc, `SET ROLE `+ident(f.appRole)+`; ALTER TABLE orders ADD COLUMN note text`)
+			if err := f.sidecar.Stop(time.Minute); err != nil {
+				t.Fatalf("stop the sidecar: %v", err)
+			}
+			env := []string{"DATAENV_CRASH_AT=" + point, "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+			f.sidecar = f.startSidecar(env...)
+
+			fork := wsID("f")
+			id := f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)
+			waitExit(t, f.sidecar)
+			f.sidecar = f.startSidecar(env...)
+			res := f.forkResult(f.mustSucceed(id), "d")
+			if a := queryInt(t, f.sql, `SELECT attempts FROM dataenv.requests WHERE id = $1::uuid`, id); a < 2 {
+				t.Fatalf("attempts %d: the crash did not happen inside the handler", a)
+			}
+			copyDB := names.ForkDatabase(fork, "d")
+			if s, ps := schemaOf(t, copyDB), schemaOf(t, p); res.Method != "dump" || s != ps || !strings.Contains(s, "note") {
+				t.Fatalf("after a crash at %s the copy was made by %s; its schema:\n%s\n---\nthe parent's:\n%s", point, res.Method, s, ps)
+			}
+			ownedBy(t, copyDB, res.Fidelity.Owner)
+			if databaseExists(t, names.DiscardedForkCopy(fork, "d", id)) {
+				t.Fatalf("after a crash at %s the discarded copy is left", point)
+			}
+			if rows := queryString(t, f.sql, `SELECT string_agg(database || ':' || state, ',') FROM dataenv.fork_copies WHERE workspace = $1`, fork); rows != copyDB+":ready" {
+				t.Fatalf("after a crash at %s the fork's registry rows are %q, want its ready copy alone", point, rows)
+			}
+			recs, err := f.sql.Query(f.ctx, `SELECT name FROM dataenv.managed_databases WHERE cluster = $1`, f.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dbs, err := pgx.CollectRows(recs, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range dbs {
+				if !databaseExists(t, n) {
+					t.Errorf("after a crash at %s the record of database %s names a database that is gone", point, n)
+				}
+			}
+			if left := takenRolesOf(t, fork); left != "" {
+				t.Fatalf("after a crash at %s the discarded take left roles %s", point, left)
+			}
+			f.mustSucceed(res.Fidelity.Template.Request)
+			checkSpareRoles(t, f, external.Connect(t, "postgres"), ws, point)
+		})
+	}
+}

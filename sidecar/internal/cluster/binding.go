@@ -120,15 +120,18 @@ func (l *Locked) checkBindableOn(ctx context.Context, conn *pgx.Conn, database s
 	return nil
 }
 
-// ConnectBindable is an admin connection to database once CheckBindable passed on it: for a
-// caller that reads the database next, the check costs no connection of its own.
-func (l *Locked) ConnectBindable(ctx context.Context, database string) (*pgx.Conn, error) {
-	conn, err := l.connectChecked(ctx, database)
-	if err != nil {
-		return nil, err
-	}
-	l.admin.bindable.remember(l.bindableKeyOf(database))
-	return conn, nil
+// ConnectBindableAhead starts opening an admin connection to database, on which CheckBindable
+// is then checked, while the caller goes on (ConnectAhead): for a caller that reads the database
+// next, the check costs no connection of its own, and the session's start no wait. A refusal is
+// the Dial's error.
+func (l *Locked) ConnectBindableAhead(ctx context.Context, database string) *Dial {
+	return l.connectAhead(ctx, database, func(ctx context.Context, conn *pgx.Conn) error {
+		if err := l.checkBindableOn(ctx, conn, database); err != nil {
+			return err
+		}
+		l.admin.bindable.remember(l.bindableKeyOf(database))
+		return nil
+	})
 }
 
 // CheckBindable is Locked.CheckBindable under the cluster's lifecycle lock (released on return).

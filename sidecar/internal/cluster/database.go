@@ -62,6 +62,10 @@ type CreateOptions struct {
 	// to create the database on, which the caller keeps open and closes: a caller that already
 	// asked the cluster something saves a connection. Nil: one is opened and closed.
 	Conn *pgx.Conn
+	// ConnectAhead starts opening an admin connection to the new database (Locked.ConnectAhead)
+	// as soon as it has its name, while it is recorded: DatabaseOutcome.Dial, which the caller
+	// takes or closes. A database created by an earlier attempt gets none.
+	ConnectAhead bool
 }
 
 // Locale is a database's encoding and locale, as pg_database has them.
@@ -105,6 +109,8 @@ type DatabaseOutcome struct {
 	Detail string `json:"detail,omitempty"`
 	// FromSpare: the database is CreateOptions.Spare, renamed.
 	FromSpare bool `json:"from_spare,omitempty"`
+	// Dial is the connection CreateOptions.ConnectAhead started (nil if none).
+	Dial *Dial `json:"-"`
 }
 
 type databaseState struct {
@@ -226,18 +232,28 @@ func (l *Locked) createMarkedDatabase(ctx context.Context, name string, opts Cre
 			return nil, err
 		}
 		out.Status = StatusCreated
+		if opts.ConnectAhead {
+			out.Dial = l.ConnectAhead(ctx, name)
+		}
 	}
 	crashpoint.HitOnce(CrashAfterCreateDatabase)
-	if st, err = readDatabaseState(ctx, conn, name); err != nil {
-		return nil, err
-	}
-	if !st.exists || st.comment != marker {
-		return nil, request.Refusef("database %q on cluster %q changed while it was being created; dataenv does not record it", name, c.Name)
-	}
-	if err := l.recordDatabase(ctx, name, opts, st); err != nil {
+	if err := l.recordCreated(ctx, conn, name, opts, marker); err != nil {
+		out.Dial.Close(ctx)
 		return nil, err
 	}
 	return out, nil
+}
+
+// recordCreated records database name, which this request created, as it is now on the cluster.
+func (l *Locked) recordCreated(ctx context.Context, conn *pgx.Conn, name string, opts CreateOptions, marker string) error {
+	st, err := readDatabaseState(ctx, conn, name)
+	if err != nil {
+		return err
+	}
+	if !st.exists || st.comment != marker {
+		return request.Refusef("database %q on cluster %q changed while it was being created; dataenv does not record it", name, l.cluster.Name)
+	}
+	return l.recordDatabase(ctx, name, opts, st)
 }
 
 // createStagedAndRename: CREATE DATABASE under the staging name (unless a previous attempt did),

@@ -77,7 +77,7 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 		return err
 	}
 	planned := s.cfg.Now()
-	job, err := s.startCopyOf(ctx, rep, c, it, reading)
+	job, err := s.startCopyOf(ctx, rep, &c, it, reading)
 	plan, perr := reading.Plan()
 	if err != nil {
 		return err
@@ -92,6 +92,9 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	fid, err := s.loadAndFinish(ctx, rep, step, it, plan, job, phases)
 	if err != nil {
 		return fmt.Errorf("copy datatable %q into %q: %w", it.Datatable, it.Database, err)
+	}
+	if err := job.discarded.wait(); err != nil {
+		return err
 	}
 	crashpoint.HitOnce(CrashAfterLoad)
 	report, err := json.Marshal(fid)
@@ -111,8 +114,17 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 }
 
 // startCopyOf creates the copy's database from the head of the plan being read (for schema_only,
-// while the rest of the plan is read), once the head shows that the parent can be copied.
-func (s *Service) startCopyOf(ctx context.Context, rep request.Reporter, c Copy, it *planItem, reading *planReading) (*copyJob, error) {
+// while the rest of the plan is read), once the head shows that the parent can be copied; a copy
+// that may take its template's spare with the spare's role takes it before (takeAhead).
+func (s *Service) startCopyOf(ctx context.Context, rep request.Reporter, c *Copy, it *planItem, reading *planReading) (*copyJob, error) {
+	var discarded *Copy
+	if c.adopt != nil && it.Mode == ModeSchemaOnly {
+		job, d, err := s.takeAhead(ctx, rep, c, it, reading)
+		if job != nil || err != nil {
+			return job, err
+		}
+		discarded = d
+	}
 	head, err := reading.Head()
 	if err != nil {
 		return nil, err
@@ -122,9 +134,9 @@ func (s *Service) startCopyOf(ctx context.Context, rep request.Reporter, c Copy,
 			it.Datatable, strings.Join(head.Unreadable, ", "), it.ParentDatabase)
 	}
 	created := newPhaseTimes(s.cfg.Now)
-	job, err := s.startCopy(ctx, rep, c, it, head, created)
+	job, err := s.startCopy(ctx, rep, *c, it, head, created)
 	if job != nil {
-		job.phases = created
+		job.phases, job.discard = created, discarded
 	}
 	return job, err
 }
@@ -153,9 +165,36 @@ type copyJob struct {
 	// conn is the admin's connection to the copy, opened under the lifecycle lock that created
 	// it, for the finish (one lock round less than opening it there).
 	conn *pgx.Conn
+	// ahead: the copy takes a spare before the plan's head is read (takeAhead).
+	ahead bool
+	// dial is the admin's session to the copy, opened as soon as its database had its name
+	// (cluster.CreateOptions.ConnectAhead), which becomes conn.
+	dial *cluster.Dial
+	// discard is a copy taken ahead and set aside (takeAhead), dropped while this one is loaded
+	// and finished (discarded); a failed fork's rollback drops it too.
+	discard   *Copy
+	discarded *aside
+}
+
+// create creates the copy's database (cluster.Locked.CreateMarkedDatabase) and keeps the session
+// it opened ahead to it.
+func (j *copyJob) create(ctx context.Context, l *cluster.Locked, name string, opts cluster.CreateOptions) error {
+	_, err := j.createOutcome(ctx, l, name, opts)
+	return err
+}
+
+func (j *copyJob) createOutcome(ctx context.Context, l *cluster.Locked, name string, opts cluster.CreateOptions) (*cluster.DatabaseOutcome, error) {
+	out, err := l.CreateMarkedDatabase(ctx, name, opts)
+	if out != nil && out.Dial != nil {
+		j.dial.Close(ctx)
+		j.dial = out.Dial
+	}
+	return out, err
 }
 
 func (j *copyJob) close(ctx context.Context) {
+	_ = j.discarded.wait() // never left running past the attempt
+	j.dial.Close(ctx)
 	j.src.Close()
 	j.dst.Close()
 	if j.conn != nil {
@@ -164,7 +203,8 @@ func (j *copyJob) close(ctx context.Context) {
 }
 
 // startCopy creates the copy's database; a schema_only copy does it holding its datatable's
-// template lock, so that the template it copies cannot be rebuilt or dropped meanwhile.
+// template lock, so that the template it copies cannot be rebuilt or dropped meanwhile. A nil
+// plan takes a spare ahead of the plan's head (takeAhead), or nothing (errNotTakenAhead).
 func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
 	phases *phaseTimes) (*copyJob, error) {
 	if it.Mode != ModeSchemaOnly {
@@ -182,6 +222,9 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 		if err := s.cfg.Control.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.schema_templates
 			WHERE workspace = $1 AND datatable = $2 AND state = 'building' AND spare_of IS NULL)`, it.Source, it.Datatable).Scan(&building); err != nil {
 			return nil, retryable(err)
+		}
+		if building && plan == nil {
+			return nil, errNotTakenAhead
 		}
 		if building {
 			return s.createCopyDatabase(ctx, rep, c, it, plan, nil, phases)
@@ -210,6 +253,7 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 		}
 		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s (%s)", job.tools.Version, job.tools.Dir,
 			it.ParentDatabase, it.Database, total))
+		s.dropDiscard(ctx, rep, job)
 		rj := restoreJob{schemaOnly: it.Mode == ModeSchemaOnly, tools: job.tools, src: job.src, dst: job.dst, dstDB: it.Database,
 			leaveOut: plan.Uncreatable, every: s.cfg.ProgressEvery, progress: func(p loadProgress) {
 				request.Report(ctx, rep, step, "progress", total.progress(it.Mode, p))
@@ -225,6 +269,7 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 		left = append(left, out...)
 		phases.mark("restore")
 	}
+	s.dropDiscard(ctx, rep, job)
 	fj := finishJob{plan: plan, cluster: it.Cluster, database: it.Database, owner: job.owner, mode: it.Mode,
 		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly, phases: phases, conn: job.conn}
 	switch job.method {
@@ -254,9 +299,11 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 // createCopyDatabase registers the copy and creates its database under the lifecycle lock, and
 // for a dump returns the libpq environments of the parent (admin) and of the copy (owner).
 // A schema_only copy passes its datatable's templates (ts): the current one is copied, if any.
+// Without a plan (takeAhead), the newest template's spare is taken, or nothing is registered or
+// made (errNotTakenAhead) unless the take then finds the spare gone.
 func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
 	ts []schemaTemplate, phases *phaseTimes) (*copyJob, error) {
-	job := &copyJob{}
+	job := &copyJob{ahead: plan == nil}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
 		phases.mark("lifecycle lock")
 		// The session that creates the database opens while the registry row is written, if
@@ -266,16 +313,23 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 			maint = l.ConnectAhead(ctx, "")
 		}
 		defer maint.Close(ctx)
-		if err := registerCopy(ctx, l.Control(), c); err != nil {
-			return err
-		}
 		if len(ts) > 0 {
 			tplOwner, err := templateOwnerOf(ctx, l)
 			if err != nil {
 				return err
 			}
-			job.template = currentTemplate(ts, c.Cluster, c.ParentDatabase, plan.Fingerprint, tplOwner.Role)
+			if job.ahead {
+				job.template = newestTemplateWithSpare(ts, c.Cluster, c.ParentDatabase, tplOwner.Role)
+			} else {
+				job.template = currentTemplate(ts, c.Cluster, c.ParentDatabase, plan.Fingerprint, tplOwner.Role)
+			}
 			job.spare = readySpare(ts, job.template)
+		}
+		if job.ahead && job.spare == nil {
+			return errNotTakenAhead
+		}
+		if err := registerCopy(ctx, l.Control(), c); err != nil {
+			return err
 		}
 		var owner copyOwner
 		var err error
@@ -299,7 +353,10 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 			}
 		}
 		phases.mark("CREATE DATABASE, marked, renamed, recorded")
-		copyConn := l.ConnectAhead(ctx, c.Database) // while the method is recorded
+		copyConn := job.dial // opened as soon as the database had its name
+		if job.dial = nil; copyConn == nil {
+			copyConn = l.ConnectAhead(ctx, c.Database)
+		}
 		defer copyConn.Close(ctx)
 		it.Method, it.CloneUnavailable = job.method, job.cloneUnavailable
 		if _, err := l.Control().Exec(ctx, `UPDATE dataenv.fork_copies SET method = $3 WHERE cluster = $1 AND database = $2`,
@@ -342,7 +399,8 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 	defer conn.Close(context.WithoutCancel(ctx))
 	// Every statement that makes the database runs on this one session to the maintenance
 	// database, opened while the copy was registered.
-	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace, Owner: job.owner, Private: true, Conn: conn}
+	opts := cluster.CreateOptions{Request: c.Request, ForWorkspace: c.Workspace, Owner: job.owner, Private: true, Conn: conn,
+		ConnectAhead: true}
 	switch {
 	case c.Mode == ModeSchemaOnly && job.template != nil:
 		if err = s.createFromTemplate(ctx, l, c, opts, job, report); err == nil {
@@ -355,10 +413,13 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 			}
 		}
 	}
+	if err != nil && !templateRefused(err) && !(c.Mode == ModeSchemaOnly && templateMissing(err)) {
+		return err
+	}
+	if job.ahead { // a dump needs the plan
+		return errNotTakenAhead
+	}
 	if err != nil {
-		if !templateRefused(err) && !(c.Mode == ModeSchemaOnly && templateMissing(err)) {
-			return err
-		}
 		s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
 		job.reason, job.template, job.cloneUnavailable = "CREATE DATABASE ... TEMPLATE was refused: "+pgMessage(err), nil, ""
 	}
@@ -367,7 +428,7 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 		return request.Refusef("copy %s of cluster %q: %v", c.ParentDatabase, c.Cluster, err)
 	}
 	opts.Locale = &plan.Locale
-	if _, err := l.CreateMarkedDatabase(ctx, c.Database, opts); err != nil {
+	if err := job.create(ctx, l, c.Database, opts); err != nil {
 		return err
 	}
 	job.method, job.tools = MethodDump, tools
@@ -384,6 +445,9 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 		return err
 	}
 	opts.Spare = spare
+	if job.ahead && spare == nil {
+		return errNotTakenAhead
+	}
 	switch {
 	case spare != nil && spare.Role != "":
 		// Its role becomes the workspace role (job.adopt), or keeps the objects until the finish
@@ -403,14 +467,17 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 		}
 		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database)
 	}
-	out, err := l.CreateMarkedDatabase(ctx, c.Database, opts)
+	out, err := job.createOutcome(ctx, l, c.Database, opts)
+	if errors.Is(err, cluster.ErrSpareDeclined) && job.ahead {
+		return errNotTakenAhead
+	}
 	if errors.Is(err, cluster.ErrSpareDeclined) {
 		if err := makeOwner(ctx, l, c, job); err != nil {
 			return err
 		}
 		opts.Spare, opts.Adopt = nil, nil
 		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database + " (the spare was not there as recorded)")
-		out, err = l.CreateMarkedDatabase(ctx, c.Database, opts)
+		out, err = job.createOutcome(ctx, l, c.Database, opts)
 	}
 	if err != nil {
 		return err
@@ -449,7 +516,7 @@ func (s *Service) createFromParent(ctx context.Context, l *cluster.Locked, c Cop
 		copts := opts
 		copts.Clone = true
 		report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase + " STRATEGY FILE_COPY (file_copy_method = clone)")
-		_, err := l.CreateMarkedDatabase(ctx, c.Database, copts)
+		err := job.create(ctx, l, c.Database, copts)
 		if err == nil || templateRefused(err) {
 			job.method = MethodClone
 			return err
@@ -459,7 +526,7 @@ func (s *Service) createFromParent(ctx context.Context, l *cluster.Locked, c Cop
 	}
 	job.cloneUnavailable = why
 	report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase)
-	if _, err := l.CreateMarkedDatabase(ctx, c.Database, opts); err != nil {
+	if err := job.create(ctx, l, c.Database, opts); err != nil {
 		return err
 	}
 	job.method = MethodTemplate

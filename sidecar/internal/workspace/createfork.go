@@ -241,12 +241,12 @@ func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Re
 	}
 	var stale []Copy
 	for _, c := range copies {
-		if c.Request != req.ID {
+		if c.Request != req.ID || discardedOf(c) { // an earlier attempt's discarded copy too
 			stale = append(stale, c)
 		}
 	}
 	if len(stale) > 0 {
-		request.Report(ctx, rep, "previous incarnation of "+fork, "started", fmt.Sprintf("%d fork copies left by an earlier fork %s: dropping them first", len(stale), fork))
+		request.Report(ctx, rep, "previous incarnation of "+fork, "started", fmt.Sprintf("%d fork copies left by an earlier fork %s or an earlier attempt: dropping them first", len(stale), fork))
 	}
 	// A cleanup that failed for a transient fault (a terminated session, a restarting server) is
 	// retried as a new attempt; one a person must act on refuses the fork.

@@ -43,67 +43,79 @@ func forkOwnerOf(ctx context.Context, l *cluster.Locked, workspace string, incar
 // readPlanWithOwner starts reading the parent's plan (mode c.Mode) while the fork's owner role is
 // made on c's cluster and the copy's database noted for it: they do not depend on each other, and
 // on a small parent the role's CREATE ROLE and records cost as much as the plan's reads. One
-// lifecycle-lock section opens the connection to the parent, checking on it that no binding is
-// refused the parent (ConnectBindable), so the two never queue for the lock one behind the other,
-// and makes the role; the plan is read on that connection outside the lock, and forkOwnerOf under
-// the copy's lock then finds the role made (the role cache) and checks it again. It returns once
-// the role is made and the plan's head is read (planReading.Head); a schema_only copy's database
-// is then created while the rest is read. A failed plan read is the error returned first;
-// whatever the role step made is dropped by the fork's rollback like any of its roles. On error
-// the read is over.
+// lifecycle-lock section fences the cluster, starts opening the connection to the parent (on
+// which it is checked that no binding is refused the parent: ConnectBindableAhead), and makes the
+// role while the session starts; the plan is read on that connection, outside the lock, and
+// forkOwnerOf under the copy's lock then finds the role made (the role cache) and checks it
+// again. It returns once the role is made and the plan's head is read (planReading.Head); a
+// schema_only copy's database is then created while the rest is read. A failed plan read is the
+// error returned first; whatever the role step made is dropped by the fork's rollback like any of
+// its roles. On error the read is over.
 //
 // A schema_only copy whose workspace has no role on the cluster yet, of an entry (source's
 // datatable) whose template has a spare with a role, makes no role: it prepares to take the
 // spare's (cluster.Locked.PrepareAdoption, c.adopt), and the copy makes the role only if it takes
-// no spare after all.
+// no spare after all. Such a copy takes the spare while the head is read (takeAhead): it returns
+// without waiting for the head.
 func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c *Copy, source string, times *readTimes) (*planReading, error) {
 	r := &planReading{head: make(chan *parentPlan, 1), done: make(chan planRead, 1)}
 	reading := false
 	begun := s.cfg.Now()
 	ownerErr := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(lctx context.Context, l *cluster.Locked) error {
 		times.locked = s.cfg.Now().Sub(begun)
-		conn, err := l.ConnectBindable(lctx, c.ParentDatabase)
-		if err != nil {
+		if err := l.Fence(lctx); err != nil { // so that the sessions below open in the background
 			return err
 		}
-		connected := s.cfg.Now()
-		times.connected = connected.Sub(begun) - times.locked
+		parent := l.ConnectBindableAhead(ctx, c.ParentDatabase)
 		reading = true
-		if c.Mode == ModeSchemaOnly { // the spare's take is next, right after the plan's head
+		if c.Mode == ModeSchemaOnly { // the spare's take is next, alongside the plan's head
 			c.maint = l.ConnectAhead(ctx, "")
 		}
-		go func() {
-			p, err := readPlanOn(ctx, conn, c.ParentDatabase, c.Mode, func(head *parentPlan) {
-				times.head = s.cfg.Now().Sub(connected)
-				r.head <- head
-			})
-			times.plan = s.cfg.Now().Sub(connected)
-			// Closed before the plan is handed over; a full_copy's TEMPLATE copy of the parent
-			// needs its session gone from the server, not just closed.
-			if c.Mode == ModeFullCopy {
-				closeAwaitingExit(ctx, conn)
-			} else {
-				_ = conn.Close(context.WithoutCancel(ctx))
-			}
-			r.done <- planRead{p, err}
-		}()
+		go s.readPlanFrom(ctx, r, parent, *c, times, begun)
+		var err error
 		if c.adopt, err = prepareAdoption(lctx, l, *c, source); err == nil && c.adopt == nil {
 			_, err = forkOwnerOf(lctx, l, c.Workspace, c.incarnation, c.Database)
 		}
-		times.role = s.cfg.Now().Sub(connected)
+		times.role = s.cfg.Now().Sub(begun) - times.locked
 		return err
 	})
 	if !reading {
 		return nil, ownerErr
 	}
-	if _, err := r.Head(); err != nil {
-		return nil, err
+	if ownerErr != nil || c.adopt == nil {
+		if _, err := r.Head(); err != nil {
+			return nil, err
+		}
 	}
 	if ownerErr != nil {
 		_, _ = r.Plan()
 		return nil, ownerErr
 	}
 	return r, nil
+}
+
+// readPlanFrom reads copy c's plan on the parent's connection once it is open, and hands it to r.
+func (s *Service) readPlanFrom(ctx context.Context, r *planReading, parent *cluster.Dial, c Copy, times *readTimes, begun time.Time) {
+	conn, err := parent.Conn()
+	connected := s.cfg.Now()
+	times.connected = connected.Sub(begun) - times.locked
+	if err != nil {
+		r.done <- planRead{nil, err}
+		return
+	}
+	p, err := readPlanOn(ctx, conn, c.ParentDatabase, c.Mode, func(head *parentPlan) {
+		times.head = s.cfg.Now().Sub(connected)
+		r.head <- head
+	})
+	times.plan = s.cfg.Now().Sub(connected)
+	// Closed before the plan is handed over; a full_copy's TEMPLATE copy of the parent needs its
+	// session gone from the server, not just closed.
+	if c.Mode == ModeFullCopy {
+		closeAwaitingExit(ctx, conn)
+	} else {
+		_ = conn.Close(context.WithoutCancel(ctx))
+	}
+	r.done <- planRead{p, err}
 }
 
 // planRead is the outcome of a plan read.
@@ -172,8 +184,8 @@ func prepareAdoption(ctx context.Context, l *cluster.Locked, c Copy, source stri
 	return a, l.NoteWorkspaceDatabase(ctx, c.Workspace, c.Database)
 }
 
-// readTimes is where readPlanWithOwner's time went, for the copy's "done" step: the plan read
-// and the role run side by side once the parent is connected; head is when a schema_only plan's
+// readTimes is where readPlanWithOwner's time went, for the copy's "done" step: the parent's
+// connection and plan read run side by side with the role; head is when a schema_only plan's
 // head was read (the copy's database is then made while the rest is read).
 type readTimes struct{ locked, connected, head, plan, role time.Duration }
 
@@ -182,7 +194,7 @@ func (t *readTimes) String() string {
 	if t.head > 0 {
 		plan = fmt.Sprintf("plan's head %s (the rest read by %s, alongside the database's creation)", ms(t.head), ms(t.plan))
 	}
-	return fmt.Sprintf("lifecycle lock %s, parent connected and checked %s, then %s alongside the fork's role %s",
+	return fmt.Sprintf("lifecycle lock %s, parent connected and checked %s, then %s; alongside, the fork's role %s",
 		ms(t.locked), ms(t.connected), plan, ms(t.role))
 }
 

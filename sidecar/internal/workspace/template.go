@@ -422,3 +422,17 @@ func (s *Service) dropTemplatesOf(ctx context.Context, rep request.Reporter, wor
 	}
 	return errors.Join(errs...)
 }
+
+// newestTemplateWithSpare is the newest ready template of the entry's database with a ready
+// spare, whatever the parent's schema is now: the one a copy takes ahead of the plan's head
+// (takeAhead), which then checks its fingerprint against the parent's.
+func newestTemplateWithSpare(ts []schemaTemplate, clusterName, parent, owner string) *schemaTemplate {
+	for i := len(ts) - 1; i >= 0; i-- {
+		t := &ts[i]
+		if t.SpareOf == "" && t.State == StateReady && t.Cluster == clusterName && t.ParentDatabase == parent && t.Owner == owner &&
+			t.Fingerprint != "" && readySpare(ts, t) != nil {
+			return t
+		}
+	}
+	return nil
+}
