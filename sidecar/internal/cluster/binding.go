@@ -143,7 +143,7 @@ func (a *Admin) CheckBindable(ctx context.Context, cluster, database string) err
 
 // CheckBindableRecent is Locked.CheckBindableRecent under the cluster's lifecycle lock: for an
 // early refusal by a caller that checks again on the connection it reads the database with
-// (ConnectBindable).
+// (ConnectBindableAhead).
 func (a *Admin) CheckBindableRecent(ctx context.Context, cluster, database string) error {
 	return a.WithLifecycleLock(ctx, cluster, nil, func(ctx context.Context, l *Locked) error {
 		return l.CheckBindableRecent(ctx, database)

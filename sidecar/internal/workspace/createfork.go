@@ -103,8 +103,11 @@ func (s *Service) handleCreateFork(ctx context.Context, req *request.Request, re
 
 // createFork: check, clean up a previous incarnation, make the copies, commit the workspace.
 func (s *Service) createFork(ctx context.Context, req *request.Request, rep request.Reporter, args createArgs) (*ForkResult, error) {
-	pool := s.cfg.Control
-	if ws, err := control.ReadWorkspace(ctx, pool, args.Fork); err == nil {
+	reads, err := s.readFork(ctx, req, args)
+	if err != nil {
+		return nil, err
+	}
+	if ws, err := reads.fork, reads.forkErr; err == nil {
 		if ws.CreatedByRequest == req.ID.String() {
 			res, err := s.describe(ctx, args) // committed before an interruption
 			if err != nil {
@@ -118,16 +121,13 @@ func (s *Service) createFork(ctx context.Context, req *request.Request, rep requ
 		return nil, err
 	}
 	begun := s.cfg.Now()
-	plan, err := s.plan(ctx, req, args)
+	plan, err := s.plan(ctx, req, args, reads)
 	if err != nil {
 		return nil, err
 	}
-	incarnation, err := requestCreatedAt(ctx, pool, req)
-	if err != nil {
-		return nil, err
-	}
+	incarnation := reads.createdAt
 	planned := s.cfg.Now()
-	if err := s.cleanupPreviousIncarnation(ctx, rep, req, args.Fork); err != nil {
+	if err := s.cleanupPreviousIncarnation(ctx, rep, req, args.Fork, reads); err != nil {
 		if request.IsTransient(err) {
 			return nil, err // the next attempt cleans up and goes on
 		}
@@ -178,29 +178,27 @@ func (s *Service) prepare(ctx context.Context, rep request.Reporter, res *ForkRe
 	return res, nil
 }
 
-// plan checks the parent and the requester's membership, and resolves the parent's datatables.
-func (s *Service) plan(ctx context.Context, req *request.Request, args createArgs) ([]planItem, error) {
-	pool := s.cfg.Control
-	if _, err := control.ReadWorkspace(ctx, pool, args.Parent); err != nil {
+// plan checks the parent and the requester's membership (as read), and resolves the parent's
+// datatables.
+func (s *Service) plan(ctx context.Context, req *request.Request, args createArgs, reads *forkReads) ([]planItem, error) {
+	if err := reads.parentErr; err != nil {
 		if errors.Is(err, control.ErrNotFound) {
 			return nil, request.Refusef("create_fork: no workspace %q", args.Parent)
 		}
 		return nil, err
 	}
-	ok, err := control.CanUse(ctx, pool, args.Parent, req.RequestedBy)
-	if err != nil {
-		return nil, err
+	if reads.canUseErr != nil {
+		return nil, reads.canUseErr
 	}
-	if !ok {
+	if !reads.canUse {
 		return nil, request.Refusef("create_fork: %s is not a member of workspace %q", req.RequestedBy, args.Parent)
 	}
-	dts, err := control.Datatables(ctx, pool, args.Parent)
-	if err != nil {
-		return nil, err
+	if reads.dtErr != nil {
+		return nil, reads.dtErr
 	}
-	plan := make([]planItem, 0, len(dts))
+	plan := make([]planItem, 0, len(reads.datatables))
 	known := map[string]bool{}
-	for _, d := range dts {
+	for _, d := range reads.datatables {
 		known[d.Datatable] = true
 		item := planItem{Datatable: d.Datatable, Mode: args.Datatables[d.Datatable], Cluster: d.Cluster,
 			Database: d.Database, ParentDatabase: d.Database, Source: d.ResolvedFrom}
@@ -234,13 +232,9 @@ func (s *Service) plan(ctx context.Context, req *request.Request, args createArg
 // cleanupPreviousIncarnation retries the cleanup of copies a previous fork with this id left
 // (and other areas' leftovers), and refuses to go on while any of it fails: a new fork must never
 // silently reattach stale data.
-func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Reporter, req *request.Request, fork string) error {
-	copies, err := Copies(ctx, s.cfg.Control, fork)
-	if err != nil {
-		return err
-	}
+func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Reporter, req *request.Request, fork string, reads *forkReads) error {
 	var stale []Copy
-	for _, c := range copies {
+	for _, c := range reads.copies {
 		if c.Request != req.ID || discardedOf(c) { // an earlier attempt's discarded copy too
 			stale = append(stale, c)
 		}
@@ -250,7 +244,7 @@ func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Re
 	}
 	// A cleanup that failed for a transient fault (a terminated session, a restarting server) is
 	// retried as a new attempt; one a person must act on refuses the fork.
-	if err := s.dropTemplatesOf(ctx, rep, fork); err != nil {
+	if err := s.dropTemplates(ctx, rep, reads.templates); err != nil {
 		if request.IsTransient(err) {
 			return retryable(fmt.Errorf("create_fork: schema templates left by an earlier fork %q: %w", fork, err))
 		}

@@ -413,6 +413,11 @@ func (s *Service) dropTemplatesOf(ctx context.Context, rep request.Reporter, wor
 	if err != nil {
 		return err
 	}
+	return s.dropTemplates(ctx, rep, ts)
+}
+
+// dropTemplates drops templates ts, each under its entry's template lock.
+func (s *Service) dropTemplates(ctx context.Context, rep request.Reporter, ts []schemaTemplate) error {
 	var errs []error
 	for _, t := range ts {
 		err := s.withTemplateLock(ctx, t.Workspace, t.Datatable, func() error { return s.dropTemplate(ctx, rep, t) })
