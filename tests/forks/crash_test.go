@@ -189,6 +189,39 @@ func newCrashWorkspace(t *testing.T, env []string) (*fixture, user, string, stri
 	return f, a, p, ws
 }
 
+// rerunAfterCrash waits for the sidecar to die at its crash point while it runs request id,
+// starts it again (env: the same crash point, which does not fire twice), and returns the
+// result of datatable d once the request succeeded in a later attempt.
+func rerunAfterCrash(t *testing.T, f *fixture, id string, env []string) forkFidelity {
+	t.Helper()
+	waitExit(t, f.sidecar)
+	f.sidecar = f.startSidecar(env...)
+	res := f.forkResult(f.mustSucceed(id), "d")
+	if a := queryInt(t, f.sql, `SELECT attempts FROM dataenv.requests WHERE id = $1::uuid`, id); a < 2 {
+		t.Fatalf("attempts %d: the crash did not happen inside the handler", a)
+	}
+	return res
+}
+
+// checkRecordsExist fails the test if a record of a database on the fixture's cluster names a
+// database that is gone.
+func checkRecordsExist(t *testing.T, f *fixture, point string) {
+	t.Helper()
+	recs, err := f.sql.Query(f.ctx, `SELECT name FROM dataenv.managed_databases WHERE cluster = $1`, f.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbs, err := pgx.CollectRows(recs, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range dbs {
+		if !databaseExists(t, n) {
+			t.Errorf("after a crash at %s the record of database %s names a database that is gone", point, n)
+		}
+	}
+}
+
 // waitExit waits for the sidecar to die by itself at its armed crash point.
 func waitExit(t *testing.T, p *sidecartest.Process) {
 	t.Helper()
@@ -239,19 +272,7 @@ func TestCrashTakingASpare(t *testing.T) {
 			if rows != "ready:true,ready:false" {
 				t.Fatalf("after a crash at %s the ledger rows are %q, want a ready template and a ready spare", point, rows)
 			}
-			recs, err := f.sql.Query(f.ctx, `SELECT name FROM dataenv.managed_databases WHERE cluster = $1`, f.name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dbs, err := pgx.CollectRows(recs, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, n := range dbs {
-				if !databaseExists(t, n) {
-					t.Errorf("after a crash at %s the record of database %s names a database that is gone", point, n)
-				}
-			}
+			checkRecordsExist(t, f, point)
 			if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.fork_copies WHERE workspace = $1 AND state = 'ready'`, fork); n != 1 {
 				t.Fatalf("%d ready registry rows of the fork", n)
 			}
@@ -276,12 +297,7 @@ func TestCrashTakingASpareForAnExistingRole(t *testing.T) {
 	f.mustSucceed(first.Fidelity.Template.Request) // a template and its spare
 
 	id := f.request(a.conn, `SELECT dataenv.reset_fork($1)`, fork)
-	waitExit(t, f.sidecar)
-	f.sidecar = f.startSidecar(env...)
-	res := f.forkResult(f.mustSucceed(id), "d")
-	if a := queryInt(t, f.sql, `SELECT attempts FROM dataenv.requests WHERE id = $1::uuid`, id); a < 2 {
-		t.Fatalf("attempts %d: the crash did not happen inside the handler", a)
-	}
+	res := rerunAfterCrash(t, f, id, env)
 	copyDB := names.ForkDatabase(fork, "d")
 	if s, ps := schemaOf(t, copyDB), schemaOf(t, p); res.Method != "schema_template" || s != ps {
 		t.Fatalf("after a crash at %s the copy was made by %s; its schema:\n%s\n---\nthe parent's:\n%s", point, res.Method, s, ps)
@@ -468,12 +484,7 @@ func TestCrashDiscardingASpareTakenAhead(t *testing.T) {
 
 			fork := wsID("f")
 			id := f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "schema_only"}')`, ws, fork)
-			waitExit(t, f.sidecar)
-			f.sidecar = f.startSidecar(env...)
-			res := f.forkResult(f.mustSucceed(id), "d")
-			if a := queryInt(t, f.sql, `SELECT attempts FROM dataenv.requests WHERE id = $1::uuid`, id); a < 2 {
-				t.Fatalf("attempts %d: the crash did not happen inside the handler", a)
-			}
+			res := rerunAfterCrash(t, f, id, env)
 			copyDB := names.ForkDatabase(fork, "d")
 			if s, ps := schemaOf(t, copyDB), schemaOf(t, p); res.Method != "dump" || s != ps || !strings.Contains(s, "note") {
 				t.Fatalf("after a crash at %s the copy was made by %s; its schema:\n%s\n---\nthe parent's:\n%s", point, res.Method, s, ps)
@@ -485,19 +496,7 @@ func TestCrashDiscardingASpareTakenAhead(t *testing.T) {
 			if rows := queryString(t, f.sql, `SELECT string_agg(database || ':' || state, ',') FROM dataenv.fork_copies WHERE workspace = $1`, fork); rows != copyDB+":ready" {
 				t.Fatalf("after a crash at %s the fork's registry rows are %q, want its ready copy alone", point, rows)
 			}
-			recs, err := f.sql.Query(f.ctx, `SELECT name FROM dataenv.managed_databases WHERE cluster = $1`, f.name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dbs, err := pgx.CollectRows(recs, pgx.RowTo[string])
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, n := range dbs {
-				if !databaseExists(t, n) {
-					t.Errorf("after a crash at %s the record of database %s names a database that is gone", point, n)
-				}
-			}
+			checkRecordsExist(t, f, point)
 			if left := takenRolesOf(t, fork); left != "" {
 				t.Fatalf("after a crash at %s the discarded take left roles %s", point, left)
 			}
