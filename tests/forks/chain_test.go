@@ -118,6 +118,10 @@ func TestFullCopyOfBusyParent(t *testing.T) {
 	if !strings.Contains(string(r.steps), `"progress"`) || !strings.Contains(string(r.steps), "objects restored") {
 		t.Fatalf("no progress step in %s", r.steps)
 	}
+	// The total, read with the parent's plan, counts the tables and sizes them.
+	if !regexp.MustCompile(`\(2 tables, [0-9.]+ KiB of table data on disk\)`).MatchString(string(r.steps)) {
+		t.Fatalf("the loading step does not give the parent's 2 tables and their size: %s", r.steps)
+	}
 	// Progress is done/total: the last step has every table of the parent loaded.
 	all := regexp.MustCompile(`table data (\d+)/(\d+) tables`).FindAllStringSubmatch(string(r.steps), -1)
 	if len(all) == 0 || all[len(all)-1][1] != all[len(all)-1][2] || all[len(all)-1][2] == "0" {
