@@ -258,6 +258,13 @@ func (h *harness) forkLane(ctx context.Context, stop <-chan struct{}, lane strin
 	for i := 0; !stopped(stop); i++ {
 		fork := fmt.Sprintf("chaos_f%d_%d", n, i)
 		mode := forkModes[(i+n)%len(forkModes)]
+		if mode == "schema_only" && i%2 == 0 {
+			// The parent's schema changes under every other schema_only fork: the copy takes the
+			// template's spare before it reads the parent's schema, then sets it aside for a dump.
+			if err := h.execDB(ctx, parentDB, `SET ROLE `+appRole, fmt.Sprintf(`COMMENT ON TABLE customers IS '%s'`, fork)); err != nil {
+				h.opts.Logf("lane %s: change the parent's schema: %v", lane, err)
+			}
+		}
 		c, ok := h.step(ctx, lane, "create_fork", map[string]any{"parent": "prod", "fork": fork,
 			"datatables": map[string]string{"crm": mode}, "shared_lakes": []string{}})
 		if c == nil {
