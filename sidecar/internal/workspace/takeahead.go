@@ -51,9 +51,12 @@ func (s *Service) takeAhead(ctx context.Context, rep request.Reporter, c *Copy, 
 		job.conn = nil
 	}
 	job.close(ctx)
+	why := fmt.Sprintf("the schema of %s changed since its schema template %s was built", it.ParentDatabase, job.template.Database)
+	if head.Fingerprint == job.template.Fingerprint {
+		why = "the cluster's admin may not read every table of " + it.ParentDatabase
+	}
 	request.Report(ctx, rep, fmt.Sprintf("copy datatable %s (%s)", it.Datatable, it.Mode), "restarted",
-		fmt.Sprintf("the schema of %s changed since its schema template %s was built: the spare taken for the copy is set aside, dropped while the copy is made from the parent",
-			it.ParentDatabase, job.template.Database))
+		why+": the spare taken for the copy is set aside, dropped while the copy is made from the parent")
 	discarded, err := s.discardTaken(ctx, rep, c, job.method)
 	return nil, discarded, err
 }
