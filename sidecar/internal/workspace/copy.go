@@ -178,12 +178,7 @@ type copyJob struct {
 
 // create creates the copy's database (cluster.Locked.CreateMarkedDatabase) and keeps the session
 // it opened ahead to it.
-func (j *copyJob) create(ctx context.Context, l *cluster.Locked, name string, opts cluster.CreateOptions) error {
-	_, err := j.createOutcome(ctx, l, name, opts)
-	return err
-}
-
-func (j *copyJob) createOutcome(ctx context.Context, l *cluster.Locked, name string, opts cluster.CreateOptions) (*cluster.DatabaseOutcome, error) {
+func (j *copyJob) create(ctx context.Context, l *cluster.Locked, name string, opts cluster.CreateOptions) (*cluster.DatabaseOutcome, error) {
 	out, err := l.CreateMarkedDatabase(ctx, name, opts)
 	if out != nil && out.Dial != nil {
 		j.dial.Close(ctx)
@@ -425,7 +420,7 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 		return request.Refusef("copy %s of cluster %q: %v", c.ParentDatabase, c.Cluster, err)
 	}
 	opts.Locale = &plan.Locale
-	if err := job.create(ctx, l, c.Database, opts); err != nil {
+	if _, err := job.create(ctx, l, c.Database, opts); err != nil {
 		return err
 	}
 	job.method, job.tools = MethodDump, tools
@@ -464,7 +459,7 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 		}
 		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database)
 	}
-	out, err := job.createOutcome(ctx, l, c.Database, opts)
+	out, err := job.create(ctx, l, c.Database, opts)
 	if errors.Is(err, cluster.ErrSpareDeclined) && job.ahead {
 		return errNotTakenAhead
 	}
@@ -474,7 +469,7 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 		}
 		opts.Spare, opts.Adopt = nil, nil
 		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database + " (the spare was not there as recorded)")
-		out, err = job.createOutcome(ctx, l, c.Database, opts)
+		out, err = job.create(ctx, l, c.Database, opts)
 	}
 	if err != nil {
 		return err
@@ -513,7 +508,7 @@ func (s *Service) createFromParent(ctx context.Context, l *cluster.Locked, c Cop
 		copts := opts
 		copts.Clone = true
 		report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase + " STRATEGY FILE_COPY (file_copy_method = clone)")
-		err := job.create(ctx, l, c.Database, copts)
+		_, err := job.create(ctx, l, c.Database, copts)
 		if err == nil || templateRefused(err) {
 			job.method = MethodClone
 			return err
@@ -523,7 +518,7 @@ func (s *Service) createFromParent(ctx context.Context, l *cluster.Locked, c Cop
 	}
 	job.cloneUnavailable = why
 	report("CREATE DATABASE " + c.Database + " TEMPLATE " + c.ParentDatabase)
-	if err := job.create(ctx, l, c.Database, opts); err != nil {
+	if _, err := job.create(ctx, l, c.Database, opts); err != nil {
 		return err
 	}
 	job.method = MethodTemplate

@@ -2,8 +2,9 @@ package workspace
 
 import (
 	"context"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dataenv/dataenv/sidecar/internal/control"
 	"github.com/dataenv/dataenv/sidecar/internal/request"
@@ -33,32 +34,19 @@ type forkReads struct {
 func (s *Service) readFork(ctx context.Context, req *request.Request, args createArgs) (*forkReads, error) {
 	pool := s.cfg.Control
 	r := &forkReads{}
-	reads := []func() error{
-		func() error { r.fork, r.forkErr = control.ReadWorkspace(ctx, pool, args.Fork); return nil },
-		func() error { _, r.parentErr = control.ReadWorkspace(ctx, pool, args.Parent); return nil },
-		func() error {
-			r.canUse, r.canUseErr = control.CanUse(ctx, pool, args.Parent, req.RequestedBy)
-			return nil
-		},
-		func() error { r.datatables, r.dtErr = control.Datatables(ctx, pool, args.Parent); return nil },
-		func() (err error) { r.createdAt, err = requestCreatedAt(ctx, pool, req); return err },
-		func() (err error) { r.copies, err = Copies(ctx, pool, args.Fork); return err },
-		func() (err error) { r.templates, err = templatesOf(ctx, pool, args.Fork, ""); return err },
-	}
-	errs := make([]error, len(reads))
-	var wg sync.WaitGroup
-	for i, read := range reads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = read()
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	var g errgroup.Group
+	g.Go(func() error { r.fork, r.forkErr = control.ReadWorkspace(ctx, pool, args.Fork); return nil })
+	g.Go(func() error { _, r.parentErr = control.ReadWorkspace(ctx, pool, args.Parent); return nil })
+	g.Go(func() error {
+		r.canUse, r.canUseErr = control.CanUse(ctx, pool, args.Parent, req.RequestedBy)
+		return nil
+	})
+	g.Go(func() error { r.datatables, r.dtErr = control.Datatables(ctx, pool, args.Parent); return nil })
+	g.Go(func() (err error) { r.createdAt, err = requestCreatedAt(ctx, pool, req); return err })
+	g.Go(func() (err error) { r.copies, err = Copies(ctx, pool, args.Fork); return err })
+	g.Go(func() (err error) { r.templates, err = templatesOf(ctx, pool, args.Fork, ""); return err })
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -87,10 +87,8 @@ func (s *Service) discardTaken(ctx context.Context, rep request.Reporter, c *Cop
 	d := *c
 	d.Database, d.Method, d.State = names.DiscardedForkCopy(c.Workspace, c.Datatable, c.Request.String()), method, StateDropping
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
-		if _, err := l.Control().Exec(ctx, `INSERT INTO dataenv.fork_copies (cluster, database, workspace, datatable, mode, parent_database,
-				created_by_request, method, state) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (cluster, database) DO NOTHING`,
-			d.Cluster, d.Database, d.Workspace, d.Datatable, d.Mode, d.ParentDatabase, d.Request, d.Method, d.State); err != nil {
-			return retryable(fmt.Errorf("register the discarded copy %q: %w", d.Database, err))
+		if err := registerCopy(ctx, l.Control(), d); err != nil {
+			return err
 		}
 		crashpoint.HitOnce(CrashDiscardRegistered)
 		return l.RenameMarkedDatabase(ctx, c.Database, d.Database, c.Request, func(ctx context.Context, tx pgx.Tx) error {

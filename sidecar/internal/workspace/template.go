@@ -79,13 +79,18 @@ func templatesOf(ctx context.Context, q querier, workspace, datatable string) ([
 // currentTemplate is the ready template of the entry's database whose schema is the parent's now.
 func currentTemplate(ts []schemaTemplate, clusterName, parent, fingerprint, owner string) *schemaTemplate {
 	for i := range ts {
-		t := &ts[i]
-		if t.SpareOf == "" && t.State == StateReady && t.Cluster == clusterName && t.ParentDatabase == parent && t.Fingerprint == fingerprint &&
-			t.Owner == owner && fingerprint != "" {
+		if t := &ts[i]; t.usable(clusterName, parent, owner) && t.Fingerprint == fingerprint {
 			return t
 		}
 	}
 	return nil
+}
+
+// usable: t is a ready template (not a spare) of database parent of the cluster, owned by owner,
+// with a fingerprint.
+func (t *schemaTemplate) usable(clusterName, parent, owner string) bool {
+	return t.SpareOf == "" && t.State == StateReady && t.Cluster == clusterName && t.ParentDatabase == parent && t.Owner == owner &&
+		t.Fingerprint != ""
 }
 
 // withTemplateLock holds the schema template lock of a datatable entry while fn runs: a fork
@@ -433,9 +438,7 @@ func (s *Service) dropTemplates(ctx context.Context, rep request.Reporter, ts []
 // (takeAhead), which then checks its fingerprint against the parent's.
 func newestTemplateWithSpare(ts []schemaTemplate, clusterName, parent, owner string) *schemaTemplate {
 	for i := len(ts) - 1; i >= 0; i-- {
-		t := &ts[i]
-		if t.SpareOf == "" && t.State == StateReady && t.Cluster == clusterName && t.ParentDatabase == parent && t.Owner == owner &&
-			t.Fingerprint != "" && readySpare(ts, t) != nil {
+		if t := &ts[i]; t.usable(clusterName, parent, owner) && readySpare(ts, t) != nil {
 			return t
 		}
 	}
