@@ -242,7 +242,10 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 	phases *phaseTimes) (*Fidelity, error) {
 	var left []notCarried
 	if job.method == MethodDump {
-		total := plan.Total
+		total, err := s.copyTotal(ctx, it)
+		if err != nil {
+			return nil, err
+		}
 		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s (%s)", job.tools.Version, job.tools.Dir,
 			it.ParentDatabase, it.Database, total))
 		s.dropDiscard(ctx, rep, job)
@@ -556,37 +559,33 @@ func humanBytes(b int64) string {
 	return fmt.Sprintf("%d B", b)
 }
 
-// copyTotal is what a dump and restore will load, read with the parent's plan (in its snapshot):
-// its tables with data and, for a full_copy, their size on disk (not what the stream will be, but
-// its scale; a schema_only copy loads no rows, and a thousand tables' sizes cost thousands of
-// file lookups).
+// copyTotal is what a dump and restore will load, read from the parent's catalog beforehand:
+// its tables with data and their size on disk (not what the stream will be, but its scale).
 type copyTotal struct {
 	Tables, Bytes int64
-	sized         bool
 }
 
-// copyTotalSQL counts the parent's tables with data and, when $1, sums their size on disk.
 const copyTotalSQL = `
-SELECT count(*), CASE WHEN $1 THEN coalesce(sum(pg_catalog.pg_table_size(c.oid)), 0) ELSE 0 END::bigint
+SELECT count(*), coalesce(sum(pg_catalog.pg_table_size(c.oid)), 0)::bigint
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
    AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
                     WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = c.oid AND d.deptype = 'e')`
 
-func (p *parentPlan) readTotal(sized bool) func(context.Context, querier) error {
-	return func(ctx context.Context, q querier) error {
-		p.Total.sized = sized
-		if err := q.QueryRow(ctx, copyTotalSQL, sized).Scan(&p.Total.Tables, &p.Total.Bytes); err != nil {
-			return fmt.Errorf("size up: %w", err)
-		}
-		return nil
+func (s *Service) copyTotal(ctx context.Context, it *planItem) (copyTotal, error) {
+	conn, err := s.cfg.Clusters.Connect(ctx, it.Cluster, it.ParentDatabase)
+	if err != nil {
+		return copyTotal{}, err
 	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var t copyTotal
+	if err := conn.QueryRow(ctx, copyTotalSQL).Scan(&t.Tables, &t.Bytes); err != nil {
+		return t, retryable(fmt.Errorf("size up %q: %w", it.ParentDatabase, err))
+	}
+	return t, nil
 }
 
 func (t copyTotal) String() string {
-	if !t.sized {
-		return fmt.Sprintf("%d tables", t.Tables)
-	}
 	return fmt.Sprintf("%d tables, %s of table data on disk", t.Tables, humanBytes(t.Bytes))
 }
 

@@ -55,8 +55,6 @@ type parentPlan struct {
 	// WorkspaceRolesLeft are other workspaces' roles whose grants a copy does not carry
 	// (withoutWorkspaceRoles).
 	WorkspaceRolesLeft []notCarried
-	// Total is what a dump of the parent would load (a dump's progress is reported against it).
-	Total copyTotal
 
 	adminSuper, adminBypass bool
 	serverNum               int
@@ -306,7 +304,7 @@ func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string, early fun
 		func(ctx context.Context, q querier) error {
 			return q.QueryRow(ctx, otherSessionsSQL).Scan(&p.OtherSessions)
 		},
-		p.readPopulated, p.readTotal(mode == ModeFullCopy),
+		p.readPopulated,
 	}
 	head := []func(context.Context, querier) error{p.readRows}
 	if mode == ModeSchemaOnly {
