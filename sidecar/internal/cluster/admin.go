@@ -102,6 +102,9 @@ type Locked struct {
 	cluster *Cluster
 	rep     request.Reporter
 	attempt *fence.Attempt // the request attempt running under the lock (nil outside one)
+	// session is a session to the maintenance database opened ahead by the section's caller
+	// (UseSession), lent to the statements of the section that need one.
+	session *Dial
 }
 
 // WithLifecycleLock runs fn holding cluster's lifecycle lock, with the configuration read under
@@ -151,6 +154,28 @@ func (l *Locked) Connect(ctx context.Context, database string) (*pgx.Conn, error
 		return nil, err
 	}
 	return conn, nil
+}
+
+// UseSession lends d, a session to the maintenance database opened ahead (ConnectAhead(ctx,
+// "")) that the caller keeps for a later section, to the statements of this section that need
+// such a session (maintenance): each would otherwise open one of its own, and on a small fork a
+// new session (backend start, authentication) costs as much as the statements it runs. d stays
+// the caller's: it is neither taken nor closed here.
+func (l *Locked) UseSession(d *Dial) { l.session = d }
+
+// maintenance is a session to the maintenance database for the section's own statements: the
+// one lent by UseSession while its owner has not taken it, or a new one; release closes what
+// it opened.
+func (l *Locked) maintenance(ctx context.Context) (conn *pgx.Conn, release func(), err error) {
+	if l.session != nil {
+		if conn, err := l.session.Peek(); conn != nil || err != nil {
+			return conn, func() {}, err
+		}
+	}
+	if conn, err = l.Connect(ctx, ""); err != nil {
+		return nil, nil, err
+	}
+	return conn, func() { _ = conn.Close(context.WithoutCancel(ctx)) }, nil
 }
 
 // Libpq returns the libpq environment of database of the cluster; see Libpq. The tools it runs

@@ -75,6 +75,16 @@ func (d *Dial) Conn() (*pgx.Conn, error) {
 	return d.conn, d.err
 }
 
+// Peek waits for the connection and lends it: the Dial keeps it, for Conn or Close. None (nil,
+// nil) once Conn has taken it.
+func (d *Dial) Peek() (*pgx.Conn, error) {
+	<-d.done
+	if d.taken {
+		return nil, nil
+	}
+	return d.conn, d.err
+}
+
 // Close waits for the connection and closes it unless Conn took it; a nil Dial is none.
 func (d *Dial) Close(ctx context.Context) {
 	if d == nil {

@@ -217,11 +217,11 @@ func (l *Locked) ensureWorkspaceRoleFrom(ctx context.Context, workspace string, 
 	if pw, ok := l.admin.roleCache.get(key); ok && rec.oid != 0 {
 		return &WorkspaceRole{Cluster: l.cluster.Name, Workspace: workspace, Name: name, OID: rec.oid}, pw, nil
 	}
-	conn, err := l.Connect(ctx, "")
+	conn, release, err := l.maintenance(ctx)
 	if err != nil {
 		return nil, "", err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer release()
 	role := &WorkspaceRole{Cluster: l.cluster.Name, Workspace: workspace, Name: name}
 	pw, err := l.convergeWorkspaceRole(ctx, conn, role, rec, workspaceRoleMarker(inst, workspace, incarnation), incarnation)
 	if err != nil {

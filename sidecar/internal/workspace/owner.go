@@ -68,9 +68,10 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 		}
 		parent := l.ConnectBindableAhead(ctx, c.ParentDatabase)
 		reading = true
-		if c.Mode == ModeSchemaOnly { // the spare's take is next, alongside the plan's head
-			c.maint = l.ConnectAhead(ctx, "")
-		}
+		// The session that makes the role makes the copy's database too (createCopyDatabase), a
+		// schema_only copy's take of a spare alongside the plan's head included.
+		c.maint = l.ConnectAhead(ctx, "")
+		l.UseSession(c.maint)
 		go s.readPlanFrom(ctx, r, parent, *c, times, begun)
 		var err error
 		if c.adopt, err = prepareAdoption(lctx, l, *c, source); err == nil && c.adopt == nil {
