@@ -162,6 +162,10 @@ type copyJob struct {
 	cloneUnavailable string
 	tools            pgtool.Set     // MethodDump: at least as new as the cluster's server
 	src, dst         *cluster.Libpq // MethodDump: the parent as the admin, the copy as the owner
+	// dump and total: MethodDump's pg_dump and the size of what it loads, started while the
+	// copy's database was created (startLoad).
+	dump  *pipeline
+	total *totalReading
 	// conn is the admin's connection to the copy, opened under the lifecycle lock that created
 	// it, for the finish (one lock round less than opening it there).
 	conn *pgx.Conn
@@ -189,6 +193,8 @@ func (j *copyJob) create(ctx context.Context, l *cluster.Locked, name string, op
 
 func (j *copyJob) close(ctx context.Context) {
 	_ = j.discarded.wait() // never left running past the attempt
+	j.dump.stop()
+	_, _ = j.total.wait()
 	j.dial.Close(ctx)
 	j.src.Close()
 	j.dst.Close()
@@ -242,7 +248,7 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 	phases *phaseTimes) (*Fidelity, error) {
 	var left []notCarried
 	if job.method == MethodDump {
-		total, err := s.copyTotal(ctx, it)
+		total, err := job.total.wait()
 		if err != nil {
 			return nil, err
 		}
@@ -250,7 +256,7 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 			it.ParentDatabase, it.Database, total))
 		s.dropDiscard(ctx, rep, job)
 		rj := restoreJob{schemaOnly: it.Mode == ModeSchemaOnly, tools: job.tools, src: job.src, dst: job.dst, dstDB: it.Database,
-			leaveOut: plan.Uncreatable, every: s.cfg.ProgressEvery, progress: func(p loadProgress) {
+			leaveOut: plan.Uncreatable, started: job.dump, every: s.cfg.ProgressEvery, progress: func(p loadProgress) {
 				request.Report(ctx, rep, step, "progress", total.progress(it.Mode, p))
 			}}
 		if it.Mode == ModeFullCopy {
@@ -365,9 +371,6 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 		if job.method != MethodDump {
 			return nil
 		}
-		if job.src, err = l.Libpq(c.ParentDatabase); err != nil {
-			return err
-		}
 		job.dst, err = owner.libpq(ctx, c.Database)
 		return err
 	})
@@ -423,11 +426,33 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 		return request.Refusef("copy %s of cluster %q: %v", c.ParentDatabase, c.Cluster, err)
 	}
 	opts.Locale = &plan.Locale
+	if err := startLoad(ctx, l, c, plan, job, tools); err != nil {
+		return err
+	}
 	if _, err := job.create(ctx, l, c.Database, opts); err != nil {
 		return err
 	}
 	job.method, job.tools = MethodDump, tools
 	return nil
+}
+
+// startLoad starts what a copy by dump reads of the parent, so that it runs while the copy's
+// empty database is created: pg_dump, whose catalog reads are most of a small parent's dump
+// (its output waits in a pipe for the restore), and on a session of its own the total the
+// restore's progress is reported against. The copy's job stops both if it ends before its load.
+func startLoad(ctx context.Context, l *cluster.Locked, c Copy, plan *parentPlan, job *copyJob, tools pgtool.Set) error {
+	src, err := l.Libpq(c.ParentDatabase)
+	if err != nil {
+		return err
+	}
+	job.src = src
+	j := restoreJob{schemaOnly: c.Mode == ModeSchemaOnly, tools: tools, src: src}
+	if c.Mode == ModeFullCopy {
+		j.excludeData = plan.NoRowsPatterns
+	}
+	job.total = startTotal(ctx, l.ConnectAhead(ctx, c.ParentDatabase), c.ParentDatabase)
+	job.dump, err = startDump(ctx, j)
+	return err
 }
 
 // createFromTemplate makes a schema_only copy from the current schema template: its spare
@@ -572,17 +597,38 @@ SELECT count(*), coalesce(sum(pg_catalog.pg_table_size(c.oid)), 0)::bigint
    AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
                     WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = c.oid AND d.deptype = 'e')`
 
-func (s *Service) copyTotal(ctx context.Context, it *planItem) (copyTotal, error) {
-	conn, err := s.cfg.Clusters.Connect(ctx, it.Cluster, it.ParentDatabase)
-	if err != nil {
-		return copyTotal{}, err
+// totalReading is a copy's total being read on a session of the parent's own (startTotal).
+type totalReading struct {
+	done  chan struct{}
+	total copyTotal
+	err   error
+}
+
+// startTotal reads the total of database on parent, a session opened ahead, which it closes.
+func startTotal(ctx context.Context, parent *cluster.Dial, database string) *totalReading {
+	r := &totalReading{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		conn, err := parent.Conn()
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		if err := conn.QueryRow(ctx, copyTotalSQL).Scan(&r.total.Tables, &r.total.Bytes); err != nil {
+			r.err = retryable(fmt.Errorf("size up %q: %w", database, err))
+		}
+	}()
+	return r
+}
+
+// wait returns the total once read (none started: nil).
+func (r *totalReading) wait() (copyTotal, error) {
+	if r == nil {
+		return copyTotal{}, nil
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var t copyTotal
-	if err := conn.QueryRow(ctx, copyTotalSQL).Scan(&t.Tables, &t.Bytes); err != nil {
-		return t, retryable(fmt.Errorf("size up %q: %w", it.ParentDatabase, err))
-	}
-	return t, nil
+	<-r.done
+	return r.total, r.err
 }
 
 func (t copyTotal) String() string {

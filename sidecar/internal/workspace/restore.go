@@ -37,6 +37,8 @@ type restoreJob struct {
 	leaveOut []uncreatable
 	progress func(p loadProgress)
 	every    time.Duration
+	// started is the dump, started beforehand (startDump); nil: restore starts it.
+	started *pipeline
 }
 
 // restore copies the parent into the empty database:
@@ -48,8 +50,24 @@ type restoreJob struct {
 // Owners and privileges are not restored by the tools: the restoring role owns everything, and
 // the privileges are set afterwards from the parent's catalogs with the owners mapped (finish).
 // The restore is one transaction: the copy is complete or empty. It returns what it left out.
+// The dump is j.started, started beforehand by startDump, or started now.
 func (s *Service) restore(ctx context.Context, j restoreJob) ([]notCarried, error) {
-	dumpPath, restorePath := j.tools.Path(pgtool.PgDump), j.tools.Path(pgtool.PgRestore)
+	p := j.started
+	if p == nil {
+		var err error
+		if p, err = startDump(ctx, j); err != nil {
+			return nil, err
+		}
+	}
+	p.consumed = true
+	return p.run(ctx, s, j, j.tools.Path(pgtool.PgRestore))
+}
+
+// startDump starts pg_dump of the parent (j.src) for j, its output in a pipe that the restore
+// reads. Started while the copy's database is created, it reads the parent's catalogs
+// meanwhile (on a small parent, most of what the dump costs) and then waits on the full pipe.
+// The caller hands it to restore (restoreJob.started) or stops it.
+func startDump(ctx context.Context, j restoreJob) (*pipeline, error) {
 	args := []string{"--format=custom", "--compress=0", "--no-owner", "--no-acl", "--no-subscriptions",
 		"--no-security-labels", "--no-password"}
 	if j.schemaOnly {
@@ -59,22 +77,9 @@ func (s *Service) restore(ctx context.Context, j restoreJob) ([]notCarried, erro
 	for _, p := range j.excludeData {
 		args = append(args, "--exclude-table-data="+p)
 	}
-	dump := exec.CommandContext(ctx, dumpPath, args...)
+	dump := exec.CommandContext(ctx, j.tools.Path(pgtool.PgDump), args...)
 	dump.Env = j.src.Environ()
 	p := &pipeline{dump: dump, dumpErr: &tail{}, restoreErr: &tail{objects: new(atomic.Int64), tables: new(atomic.Int64)}}
-	return p.run(ctx, s, j, restorePath)
-}
-
-// pipeline is a running dump | restore with Go in between (it counts the bytes and can read the
-// archive's table of contents before the restore starts).
-type pipeline struct {
-	dump                *exec.Cmd
-	dumpErr, restoreErr *tail
-	out                 io.ReadCloser
-	copied              atomic.Int64
-}
-
-func (p *pipeline) run(ctx context.Context, s *Service, j restoreJob, restorePath string) ([]notCarried, error) {
 	guard(p.dump)
 	p.dump.Stderr = p.dumpErr
 	out, err := p.dump.StdoutPipe()
@@ -85,6 +90,29 @@ func (p *pipeline) run(ctx context.Context, s *Service, j restoreJob, restorePat
 	if err := p.dump.Start(); err != nil {
 		return nil, fmt.Errorf("start pg_dump: %w", err)
 	}
+	return p, nil
+}
+
+// stop ends a dump that no restore took (a nil pipeline is none).
+func (p *pipeline) stop() {
+	if p == nil || p.consumed {
+		return
+	}
+	p.consumed = true
+	_ = p.fail(nil)
+}
+
+// pipeline is a running dump | restore with Go in between (it counts the bytes and can read the
+// archive's table of contents before the restore starts).
+type pipeline struct {
+	dump                *exec.Cmd
+	dumpErr, restoreErr *tail
+	out                 io.ReadCloser
+	copied              atomic.Int64
+	consumed            bool // handed to a restore, which waits for the dump
+}
+
+func (p *pipeline) run(ctx context.Context, s *Service, j restoreJob, restorePath string) ([]notCarried, error) {
 	var prefix []byte
 	var left []notCarried
 	restoreArgs := []string{"--no-owner", "--no-acl", "--single-transaction", "--exit-on-error", "--verbose",
