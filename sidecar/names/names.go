@@ -139,11 +139,12 @@ func AncestorAlias(lake, ancestor string) string {
 		hash8(tagAlias, lake, ancestor)
 }
 
-// DiscardedForkCopy is the name request gives workspace's copy of datatable when it discards the
-// copy before it is finished (a spare taken for it before the parent's schema was known to have
-// changed): the copy's own name (ForkDatabase) is free at once, and the discarded database is
-// dropped meanwhile. dataenv_fork_<mangled workspace>_<mangled datatable>_<hash8>, at most 63
-// bytes: ForkPrefix, the guard of every copy cleanup, included.
+// DiscardedForkCopy is the name request gave workspace's copy of datatable when it discarded the
+// copy before it was finished: release 2794061 took a spare for a copy before the parent's schema
+// was known, and set the copy aside under this name when the schema had changed. Only rows that
+// release left have such names; a request run again cleans them up (workspace's discardedOf).
+// dataenv_fork_<mangled workspace>_<mangled datatable>_<hash8>, at most 63 bytes: ForkPrefix, the
+// guard of every copy cleanup, included.
 func DiscardedForkCopy(workspace, datatable, request string) string {
 	return ForkPrefix + mangle(workspace, workspaceWidth) + "_" + mangle(datatable, objectWidth) + "_" +
 		hash8(tagDiscard, workspace, datatable, request)

@@ -259,8 +259,8 @@ func (h *harness) forkLane(ctx context.Context, stop <-chan struct{}, lane strin
 		fork := fmt.Sprintf("chaos_f%d_%d", n, i)
 		mode := forkModes[(i+n)%len(forkModes)]
 		if mode == "schema_only" && i%2 == 0 {
-			// The parent's schema changes under every other schema_only fork: the copy takes the
-			// template's spare before it reads the parent's schema, then sets it aside for a dump.
+			// The parent's schema changes before every other schema_only fork: its copy is then
+			// restored from a dump, and its request rebuilds the template and its spare.
 			if err := h.execDB(ctx, parentDB, `SET ROLE `+appRole, fmt.Sprintf(`COMMENT ON TABLE customers IS '%s'`, fork)); err != nil {
 				h.opts.Logf("lane %s: change the parent's schema: %v", lane, err)
 			}

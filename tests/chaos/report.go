@@ -59,9 +59,9 @@ type Report struct {
 	MaxAttempts                 int
 	Affected, Unaffected        int
 	SelfExits                   int // sidecars that exited on their own
-	// SetAside counts the schema_only forks whose copy took the template's spare, found the
-	// parent's schema changed, and set the copy aside for a dump.
-	SetAside int
+	// Redumped counts the schema_only forks whose copy was restored from a dump (the parent's
+	// schema had changed since its template was built, or the template was being rebuilt).
+	Redumped int
 }
 
 // logNeedles are sidecar log lines the report counts.
@@ -83,8 +83,9 @@ func (h *harness) report(started, faultsEnded, ended time.Time, unowned []string
 		Logs: h.sc.scanLogs(logNeedles...), RequestsByStatus: map[string]int{},
 		SelfExits: h.sc.exitedOnTheirOwn()}
 	if err := h.queryDB(context.Background(), controlDB, `SELECT count(DISTINCT r.id)::int FROM dataenv.requests r, jsonb_array_elements(r.steps) s
-		WHERE r.kind = 'create_fork' AND s->>'status' = 'restarted' AND s->>'detail' LIKE '%changed since its schema template%'`, nil, &rep.SetAside); err != nil {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("count the forks that set a spare aside: %v", err))
+		WHERE r.kind = 'create_fork' AND s->>'name' LIKE 'copy datatable % (schema_only)' AND s->>'status' = 'done'
+		  AND s->>'detail' LIKE '% by dump in %'`, nil, &rep.Redumped); err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("count the schema_only forks restored from a dump: %v", err))
 	}
 	for _, c := range faultClasses {
 		rep.ByClass[c] = &stats{}
@@ -189,8 +190,8 @@ func (rep *Report) Markdown() string {
 	w("with the lake isolated, a run that reads the parent's lake table through the fork, two materialize appends\n")
 	w("and a run that counts them (exactly once), reset_fork of each schema_only fork (its copy takes the\n")
 	w("template's spare though the fork's role exists), a change of the parent's schema (a comment) before every\n")
-	w("other schema_only fork (the copy takes the spare, finds the schema changed, sets the spare aside and\n")
-	w("restores a dump; forks of this run that did: %d), a child fork every third time, drop_fork with cascade (two\n", rep.SetAside)
+	w("other schema_only fork (its copy is restored from a dump and its request rebuilds the template; schema_only\n")
+	w("forks of this run restored from a dump: %d), a child fork every third time, drop_fork with cascade (two\n", rep.Redumped)
 	w("lanes); and dataenv.cancel of a long DuckDB run or a sleeping ping at a random moment (cancelled or\n")
 	w("succeeded both count as correct). Each effect is checked right after its request, and at the end the\n")
 	w("harness looks for staging databases, fork databases, schemas, data files, roles, records and workspaces\n")

@@ -93,9 +93,6 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 	if err != nil {
 		return fmt.Errorf("copy datatable %q into %q: %w", it.Datatable, it.Database, err)
 	}
-	if err := job.discarded.wait(); err != nil {
-		return err
-	}
 	crashpoint.HitOnce(CrashAfterLoad)
 	report, err := json.Marshal(fid)
 	if err != nil {
@@ -114,17 +111,8 @@ func (s *Service) ensureCopy(ctx context.Context, req *request.Request, rep requ
 }
 
 // startCopyOf creates the copy's database from the head of the plan being read (for schema_only,
-// while the rest of the plan is read), once the head shows that the parent can be copied; a copy
-// that may take its template's spare with the spare's role takes it before (takeAhead).
+// while the rest of the plan is read), once the head shows that the parent can be copied.
 func (s *Service) startCopyOf(ctx context.Context, rep request.Reporter, c *Copy, it *planItem, reading *planReading) (*copyJob, error) {
-	var discarded *Copy
-	if c.adopt != nil && it.Mode == ModeSchemaOnly {
-		job, d, err := s.takeAhead(ctx, rep, c, it, reading)
-		if job != nil || err != nil {
-			return job, err
-		}
-		discarded = d
-	}
 	head, err := reading.Head()
 	if err != nil {
 		return nil, err
@@ -136,7 +124,7 @@ func (s *Service) startCopyOf(ctx context.Context, rep request.Reporter, c *Copy
 	created := newPhaseTimes(s.cfg.Now)
 	job, err := s.startCopy(ctx, rep, *c, it, head, created)
 	if job != nil {
-		job.phases, job.discard = created, discarded
+		job.phases = created
 	}
 	return job, err
 }
@@ -169,15 +157,9 @@ type copyJob struct {
 	// conn is the admin's connection to the copy, opened under the lifecycle lock that created
 	// it, for the finish (one lock round less than opening it there).
 	conn *pgx.Conn
-	// ahead: the copy takes a spare before the plan's head is read (takeAhead).
-	ahead bool
 	// dial is the admin's session to the copy, opened as soon as its database had its name
 	// (cluster.CreateOptions.ConnectAhead), which becomes conn.
 	dial *cluster.Dial
-	// discard is a copy taken ahead and set aside (takeAhead), dropped while this one is loaded
-	// and finished (discarded); a failed fork's rollback drops it too.
-	discard   *Copy
-	discarded *aside
 }
 
 // create creates the copy's database (cluster.Locked.CreateMarkedDatabase) and keeps the session
@@ -192,7 +174,6 @@ func (j *copyJob) create(ctx context.Context, l *cluster.Locked, name string, op
 }
 
 func (j *copyJob) close(ctx context.Context) {
-	_ = j.discarded.wait() // never left running past the attempt
 	j.dump.stop()
 	_, _ = j.total.wait()
 	j.dial.Close(ctx)
@@ -204,8 +185,7 @@ func (j *copyJob) close(ctx context.Context) {
 }
 
 // startCopy creates the copy's database; a schema_only copy does it holding its datatable's
-// template lock, so that the template it copies cannot be rebuilt or dropped meanwhile. A nil
-// plan takes a spare ahead of the plan's head (takeAhead), or nothing (errNotTakenAhead).
+// template lock, so that the template it copies cannot be rebuilt or dropped meanwhile.
 func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
 	phases *phaseTimes) (*copyJob, error) {
 	if it.Mode != ModeSchemaOnly {
@@ -223,9 +203,6 @@ func (s *Service) startCopy(ctx context.Context, rep request.Reporter, c Copy, i
 		if err := s.cfg.Control.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.schema_templates
 			WHERE workspace = $1 AND datatable = $2 AND state = 'building' AND spare_of IS NULL)`, it.Source, it.Datatable).Scan(&building); err != nil {
 			return nil, retryable(err)
-		}
-		if building && plan == nil {
-			return nil, errNotTakenAhead
 		}
 		if building {
 			return s.createCopyDatabase(ctx, rep, c, it, plan, nil, phases)
@@ -254,7 +231,6 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 		}
 		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s (%s)", job.tools.Version, job.tools.Dir,
 			it.ParentDatabase, it.Database, total))
-		s.dropDiscard(ctx, rep, job)
 		rj := restoreJob{schemaOnly: it.Mode == ModeSchemaOnly, tools: job.tools, src: job.src, dst: job.dst, dstDB: it.Database,
 			leaveOut: plan.Uncreatable, started: job.dump, every: s.cfg.ProgressEvery, progress: func(p loadProgress) {
 				request.Report(ctx, rep, step, "progress", total.progress(it.Mode, p))
@@ -270,7 +246,6 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 		left = append(left, out...)
 		phases.mark("restore")
 	}
-	s.dropDiscard(ctx, rep, job)
 	fj := finishJob{plan: plan, cluster: it.Cluster, database: it.Database, owner: job.owner, mode: it.Mode,
 		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly, phases: phases, conn: job.conn}
 	switch job.method {
@@ -300,11 +275,9 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 // createCopyDatabase registers the copy and creates its database under the lifecycle lock, and
 // for a dump returns the libpq environments of the parent (admin) and of the copy (owner).
 // A schema_only copy passes its datatable's templates (ts): the current one is copied, if any.
-// Without a plan (takeAhead), the newest template's spare is taken, or nothing is registered or
-// made (errNotTakenAhead) unless the take then finds the spare gone.
 func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, c Copy, it *planItem, plan *parentPlan,
 	ts []schemaTemplate, phases *phaseTimes) (*copyJob, error) {
-	job := &copyJob{ahead: plan == nil}
+	job := &copyJob{}
 	err := s.cfg.Clusters.WithLifecycleLock(ctx, c.Cluster, rep, func(ctx context.Context, l *cluster.Locked) error {
 		phases.mark("lifecycle lock")
 		// The session that creates the database opens while the registry row is written, if
@@ -319,15 +292,8 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 			if err != nil {
 				return err
 			}
-			if job.ahead {
-				job.template = newestTemplateWithSpare(ts, c.Cluster, c.ParentDatabase, tplOwner.Role)
-			} else {
-				job.template = currentTemplate(ts, c.Cluster, c.ParentDatabase, plan.Fingerprint, tplOwner.Role)
-			}
+			job.template = currentTemplate(ts, c.Cluster, c.ParentDatabase, plan.Fingerprint, tplOwner.Role)
 			job.spare = readySpare(ts, job.template)
-		}
-		if job.ahead && job.spare == nil {
-			return errNotTakenAhead
 		}
 		if err := registerCopy(ctx, l.Control(), c); err != nil {
 			return err
@@ -414,9 +380,6 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 	if err != nil && !templateRefused(err) && !(c.Mode == ModeSchemaOnly && templateMissing(err)) {
 		return err
 	}
-	if job.ahead { // a dump needs the plan
-		return errNotTakenAhead
-	}
 	if err != nil {
 		s.log.Info("template copy refused; falling back to dump and restore", "database", c.Database, "error", err)
 		job.reason, job.template, job.cloneUnavailable = "CREATE DATABASE ... TEMPLATE was refused: "+pgMessage(err), nil, ""
@@ -465,9 +428,6 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 		return err
 	}
 	opts.Spare = spare
-	if job.ahead && spare == nil {
-		return errNotTakenAhead
-	}
 	switch {
 	case spare != nil && spare.Role != "":
 		// Its role becomes the workspace role (job.adopt), or keeps the objects until the finish
@@ -488,9 +448,6 @@ func (s *Service) createFromTemplate(ctx context.Context, l *cluster.Locked, c C
 		report("CREATE DATABASE " + c.Database + " TEMPLATE " + job.template.Database)
 	}
 	out, err := job.create(ctx, l, c.Database, opts)
-	if errors.Is(err, cluster.ErrSpareDeclined) && job.ahead {
-		return errNotTakenAhead
-	}
 	if errors.Is(err, cluster.ErrSpareDeclined) {
 		if err := makeOwner(ctx, l, c, job); err != nil {
 			return err

@@ -229,13 +229,21 @@ func (s *Service) plan(ctx context.Context, req *request.Request, args createArg
 	return plan, nil
 }
 
+// discardedOf says whether registry row c is a copy its own request set aside under its
+// discarded name (names.DiscardedForkCopy): release 2794061 took a spare before it knew the
+// parent's schema and set the copy aside when the schema had changed. A request of that release
+// interrupted then and run again by this one finds such a row, which is stale.
+func discardedOf(c Copy) bool {
+	return c.Database == names.DiscardedForkCopy(c.Workspace, c.Datatable, c.Request.String())
+}
+
 // cleanupPreviousIncarnation retries the cleanup of copies a previous fork with this id left
 // (and other areas' leftovers), and refuses to go on while any of it fails: a new fork must never
 // silently reattach stale data.
 func (s *Service) cleanupPreviousIncarnation(ctx context.Context, rep request.Reporter, req *request.Request, fork string, reads *forkReads) error {
 	var stale []Copy
 	for _, c := range reads.copies {
-		if c.Request != req.ID || discardedOf(c) { // an earlier attempt's discarded copy too
+		if c.Request != req.ID || discardedOf(c) { // an earlier release's discarded copy too
 			stale = append(stale, c)
 		}
 	}

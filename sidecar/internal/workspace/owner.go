@@ -55,8 +55,7 @@ func forkOwnerOf(ctx context.Context, l *cluster.Locked, workspace string, incar
 // A schema_only copy whose workspace has no role on the cluster yet, of an entry (source's
 // datatable) whose template has a spare with a role, makes no role: it prepares to take the
 // spare's (cluster.Locked.PrepareAdoption, c.adopt), and the copy makes the role only if it takes
-// no spare after all. Such a copy takes the spare while the head is read (takeAhead): it returns
-// without waiting for the head.
+// no spare after all.
 func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c *Copy, source string, times *readTimes) (*planReading, error) {
 	r := &planReading{head: make(chan *parentPlan, 1), done: make(chan planRead, 1)}
 	reading := false
@@ -68,8 +67,7 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 		}
 		parent := l.ConnectBindableAhead(ctx, c.ParentDatabase)
 		reading = true
-		// The session that makes the role makes the copy's database too (createCopyDatabase), a
-		// schema_only copy's take of a spare alongside the plan's head included.
+		// The session that makes the role makes the copy's database too (createCopyDatabase).
 		c.maint = l.ConnectAhead(ctx, "")
 		l.UseSession(c.maint)
 		go s.readPlanFrom(ctx, r, parent, *c, times, begun)
@@ -83,10 +81,8 @@ func (s *Service) readPlanWithOwner(ctx context.Context, rep request.Reporter, c
 	if !reading {
 		return nil, ownerErr
 	}
-	if ownerErr != nil || c.adopt == nil {
-		if _, err := r.Head(); err != nil {
-			return nil, err
-		}
+	if _, err := r.Head(); err != nil {
+		return nil, err
 	}
 	if ownerErr != nil {
 		_, _ = r.Plan()

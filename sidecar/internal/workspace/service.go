@@ -31,7 +31,6 @@ const (
 	CrashTemplateCreated     = "fork.template.after_create_database" // schema template database created, empty
 	CrashTemplateLoaded      = "fork.template.after_load"            // schema template restored, not ready
 	CrashTemplateDropped     = "fork.template.dropped"               // schema template's database dropped, its row still there
-	CrashDiscardRegistered   = "fork.discard.registered"             // a copy taken ahead is registered under its discarded name, not renamed
 	// CrashFailBeforeCommit makes the first create_fork that reaches its commit fail there with a
 	// transient error (crashpoint.FailOnce): its rollback runs and the request is retried.
 	CrashFailBeforeCommit = "fork.fail_before_commit"

@@ -432,15 +432,3 @@ func (s *Service) dropTemplates(ctx context.Context, rep request.Reporter, ts []
 	}
 	return errors.Join(errs...)
 }
-
-// newestTemplateWithSpare is the newest ready template of the entry's database with a ready
-// spare, whatever the parent's schema is now: the one a copy takes ahead of the plan's head
-// (takeAhead), which then checks its fingerprint against the parent's.
-func newestTemplateWithSpare(ts []schemaTemplate, clusterName, parent, owner string) *schemaTemplate {
-	for i := len(ts) - 1; i >= 0; i-- {
-		if t := &ts[i]; t.usable(clusterName, parent, owner) && readySpare(ts, t) != nil {
-			return t
-		}
-	}
-	return nil
-}
