@@ -212,6 +212,12 @@ func XactLifecycle(ctx context.Context, tx pgx.Tx, cluster string) error {
 	return nil
 }
 
+// QueueXactLifecycle queues XactLifecycle's statement in b, a batch a transaction sends; its
+// result is read in turn (BatchResults.Exec).
+func QueueXactLifecycle(b *pgx.Batch, cluster string) {
+	b.Queue(xactSQL, ClassLifecycle, cluster)
+}
+
 // discard closes a pooled connection's session (and with it every session lock it held) and
 // drops it from the pool.
 func discard(conn *pgxpool.Conn) {

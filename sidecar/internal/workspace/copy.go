@@ -287,6 +287,7 @@ func (s *Service) createCopyDatabase(ctx context.Context, rep request.Reporter, 
 			maint = l.ConnectAhead(ctx, "")
 		}
 		defer maint.Close(ctx)
+		l.UseSession(maint) // a role made here (no spare taken after all) is made on it
 		if len(ts) > 0 {
 			tplOwner, err := templateOwnerOf(ctx, l)
 			if err != nil {

@@ -329,36 +329,58 @@ func requestCreatedAt(ctx context.Context, q control.Querier, req *request.Reque
 // rows (the lakes area stamps the fork's lakes).
 func (s *Service) commitFork(ctx context.Context, req *request.Request, args createArgs, incarnation time.Time, plan []planItem) error {
 	return pgx.BeginFunc(ctx, s.cfg.Control, func(tx pgx.Tx) error {
-		for _, c := range clustersOf(plan) {
-			if err := lock.XactLifecycle(ctx, tx, c); err != nil {
-				return retryable(err)
+		// One round trip between BEGIN and COMMIT: no statement needs another's result, and the
+		// first that fails ends the transaction (the server skips the rest).
+		b := &pgx.Batch{}
+		clusters := clustersOf(plan)
+		for _, c := range clusters {
+			lock.QueueXactLifecycle(b, c)
+		}
+		b.Queue(`SELECT EXISTS (SELECT FROM dataenv.workspaces WHERE id = $1 FOR KEY SHARE)`, args.Parent)
+		// The expiry runs from the fork's creation, within the policy in force now. The fork's
+		// lake entries are stamped by the AFTER INSERT trigger on dataenv.workspaces
+		// (sqlapi/043_lake_forks.sql), in this same transaction.
+		b.Queue(`INSERT INTO dataenv.workspaces (id, is_fork, parent, shared_lakes, created_by, created_by_request, created_at, expires_at)
+			VALUES ($1, true, $2, $3, $4, $5, $6, dataenv.fork_expires_at($2, $7::interval))`,
+			args.Fork, args.Parent, args.SharedLakes, req.RequestedBy, req.ID, incarnation, args.ExpiresIn)
+		for i, it := range plan {
+			b.Queue(`INSERT INTO dataenv.datatables (workspace, name, cluster, database, source, created_by)
+				VALUES ($1, $2, $3, $4, $5, $6)`, args.Fork, it.Datatable, it.Cluster, it.Database, it.Mode, req.RequestedBy)
+			if wantsTemplate(&plan[i]) {
+				queueTemplateRefresh(b, it.Source, it.Datatable, req.RequestedBy)
+			}
+		}
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		for _, c := range clusters {
+			if _, err := br.Exec(); err != nil {
+				return retryable(fmt.Errorf("lifecycle lock of %q: %w", c, err))
 			}
 		}
 		var parentThere bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM dataenv.workspaces WHERE id = $1 FOR KEY SHARE)`, args.Parent).Scan(&parentThere); err != nil {
+		if err := br.QueryRow().Scan(&parentThere); err != nil {
 			return retryable(err)
 		}
 		if !parentThere {
 			return request.Refusef("create_fork: workspace %q was dropped while its fork was being made", args.Parent)
 		}
-		// The expiry runs from the fork's creation, within the policy in force now.
-		if _, err := tx.Exec(ctx, `INSERT INTO dataenv.workspaces (id, is_fork, parent, shared_lakes, created_by, created_by_request, created_at, expires_at)
-			VALUES ($1, true, $2, $3, $4, $5, $6, dataenv.fork_expires_at($2, $7::interval))`,
-			args.Fork, args.Parent, args.SharedLakes, req.RequestedBy, req.ID, incarnation, args.ExpiresIn); err != nil {
+		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("create workspace %q: %w", args.Fork, err)
 		}
 		for i, it := range plan {
-			if _, err := tx.Exec(ctx, `INSERT INTO dataenv.datatables (workspace, name, cluster, database, source, created_by)
-				VALUES ($1, $2, $3, $4, $5, $6)`, args.Fork, it.Datatable, it.Cluster, it.Database, it.Mode, req.RequestedBy); err != nil {
+			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("record datatable %q of fork %q: %w", it.Datatable, args.Fork, err)
 			}
-			if err := enqueueTemplate(ctx, tx, req, &plan[i]); err != nil {
+			if !wantsTemplate(&plan[i]) {
+				continue
+			}
+			var id string
+			if err := br.QueryRow().Scan(&id); err != nil {
 				return retryable(fmt.Errorf("request the schema template of datatable %q: %w", it.Datatable, err))
 			}
+			noteTemplate(&plan[i], id)
 		}
-		// The fork's lake entries are stamped by the AFTER INSERT trigger on dataenv.workspaces
-		// (sqlapi/043_lake_forks.sql), in this same transaction.
-		return nil
+		return br.Close()
 	})
 }
 
@@ -367,22 +389,32 @@ func (s *Service) commitFork(ctx context.Context, req *request.Request, args cre
 // parent is a TEMPLATE copy, and for the next spare of the template a copy was made from
 // (spare.go); the refresh runs as its own request, after this one.
 func enqueueTemplate(ctx context.Context, tx pgx.Tx, req *request.Request, it *planItem) error {
-	if it.Mode != ModeSchemaOnly || it.Fidelity == nil || it.Source == "" {
-		return nil
-	}
-	if it.Method != MethodDump && (it.Method != MethodSchemaTemplate || it.Fidelity.SchemaTemplate == nil) {
+	if !wantsTemplate(it) {
 		return nil
 	}
 	id, err := enqueueTemplateRefresh(ctx, tx, it.Source, it.Datatable, req.RequestedBy)
 	if err != nil {
 		return err
 	}
+	noteTemplate(it, id)
+	return nil
+}
+
+// wantsTemplate says whether copy it asks for a refresh of its schema template (enqueueTemplate).
+func wantsTemplate(it *planItem) bool {
+	if it.Mode != ModeSchemaOnly || it.Fidelity == nil || it.Source == "" {
+		return false
+	}
+	return it.Method == MethodDump || (it.Method == MethodSchemaTemplate && it.Fidelity.SchemaTemplate != nil)
+}
+
+// noteTemplate puts the refresh request id asked for copy it in its result.
+func noteTemplate(it *planItem, id string) {
 	if it.Method == MethodDump {
 		it.Fidelity.SchemaTemplate = &TemplateUse{Status: "building", Request: id}
 	} else {
 		it.Fidelity.SchemaTemplate.Request = id
 	}
-	return nil
 }
 
 func clustersOf(plan []planItem) []string {

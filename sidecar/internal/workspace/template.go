@@ -101,22 +101,24 @@ func (s *Service) withTemplateLock(ctx context.Context, workspace, datatable str
 		func(context.Context, *lock.Held) error { return fn() })
 }
 
-// enqueueTemplateRefresh inserts a refresh_schema_template request for an entry (in tx, as
-// requestedBy), unless one is pending; it returns the request's id.
+// templateRefreshSQL inserts a refresh_schema_template request for an entry ($2: workspace and
+// datatable, as requested by $3), unless one is pending, and returns the request's id.
+const templateRefreshSQL = `
+WITH pending AS (SELECT id FROM dataenv.requests WHERE kind = $1 AND status = 'pending' AND args = $2::jsonb LIMIT 1),
+     added AS (INSERT INTO dataenv.requests (kind, args, requested_by) SELECT $1, $2::jsonb, $3 WHERE NOT EXISTS (SELECT FROM pending)
+               RETURNING id)
+SELECT id::text FROM pending UNION ALL SELECT id::text FROM added`
+
+// enqueueTemplateRefresh asks for a refresh of an entry's schema template in tx (templateRefreshSQL).
 func enqueueTemplateRefresh(ctx context.Context, tx pgx.Tx, workspace, datatable, requestedBy string) (string, error) {
-	args := map[string]string{"workspace": workspace, "datatable": datatable}
 	var id string
-	err := tx.QueryRow(ctx, `SELECT id::text FROM dataenv.requests
-		WHERE kind = $1 AND status = 'pending' AND args = $2::jsonb LIMIT 1`, KindRefreshSchemaTemplate, args).Scan(&id)
-	if err == nil {
-		return id, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", err
-	}
-	err = tx.QueryRow(ctx, `INSERT INTO dataenv.requests (kind, args, requested_by) VALUES ($1, $2, $3) RETURNING id::text`,
-		KindRefreshSchemaTemplate, args, requestedBy).Scan(&id)
+	err := tx.QueryRow(ctx, templateRefreshSQL, KindRefreshSchemaTemplate, refreshArgs{workspace, datatable}, requestedBy).Scan(&id)
 	return id, err
+}
+
+// queueTemplateRefresh is enqueueTemplateRefresh queued in a batch: its id is read in turn.
+func queueTemplateRefresh(b *pgx.Batch, workspace, datatable, requestedBy string) {
+	b.Queue(templateRefreshSQL, KindRefreshSchemaTemplate, refreshArgs{workspace, datatable}, requestedBy)
 }
 
 type refreshArgs struct {
