@@ -92,19 +92,25 @@ func (forkSuite) Run(ctx context.Context, env *Env) (string, error) {
 		skipped["xfs"], skipped["btrfs"] = "left out (-fork-clone=false)", "left out (-fork-clone=false)"
 	}
 	var b strings.Builder
-	b.WriteString(renderForks(env, rows, reps, time.Since(start)))
+	b.WriteString(renderForks(env, rows, time.Since(start)))
 	renderClone(&b, clones, skipped, reps)
 	return b.String(), nil
 }
 
-// ForkBench measures fork creation for parents of each size (reps runs each, median kept).
+// ForkBench measures fork creation for parents of each size (reps runs each, two more for small
+// parents; the median kept).
 func ForkBench(ctx context.Context, env *Env, fb *forkBench, sizes []int, reps int) ([]ForkRow, error) {
 	var out []ForkRow
 	for i, n := range sizes {
-		// Every size gets the same runs: at 1000 tables one run's copy swings by several times
-		// the targets' margins, and a median of three is what the ratios can be read from.
-		env.Progress("forks: parent with %d tables, %d run(s)", n, reps)
-		row, err := fb.measure(ctx, n, reps, i == 0)
+		// At 1000 tables one run's copy swings by several times the targets' margins, and a
+		// median of three is what the ratios can be read from. Small parents get two runs more:
+		// they are cheap, and there the plain copies (I/O) and the forks (CPU) swing apart.
+		r := reps
+		if n <= 100 && reps > 1 {
+			r = reps + 2
+		}
+		env.Progress("forks: parent with %d tables, %d run(s)", n, r)
+		row, err := fb.measure(ctx, n, r, i == 0)
 		if err != nil {
 			return nil, fmt.Errorf("%d tables: %w", n, err)
 		}
@@ -597,17 +603,26 @@ func (fb *forkBench) exec(ctx context.Context, db, sql string, args ...any) erro
 	return nil
 }
 
+// runsOf says how many runs each size's medians are of.
+func runsOf(rows []ForkRow) string {
+	var parts []string
+	for _, r := range rows {
+		parts = append(parts, fmt.Sprintf("%d runs at %d tables", r.Runs, r.Tables))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func medianDuration(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
 }
 
-func renderForks(env *Env, rows []ForkRow, reps int, took time.Duration) string {
+func renderForks(env *Env, rows []ForkRow, took time.Duration) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("## Fork creation: create_fork vs. the plain operations (suite `forks`)\n\n")
-	w("Measured on %s; the suite took %s; each cell is the median of %d runs.", env.Machine(), took.Round(time.Second), reps)
+	w("Measured on %s; the suite took %s; each cell is the median of %s.", env.Machine(), took.Round(time.Second), runsOf(rows))
 	if env.Quick {
 		w(" **Quick run (-quick): not for comparison.**")
 	}
