@@ -1,9 +1,13 @@
 package forks_test
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dataenv/dataenv/sidecar/names"
 )
@@ -118,7 +122,7 @@ func TestFullCopyOfBusyParent(t *testing.T) {
 	if !strings.Contains(string(r.steps), `"progress"`) || !strings.Contains(string(r.steps), "objects restored") {
 		t.Fatalf("no progress step in %s", r.steps)
 	}
-	// The total, read with the parent's plan, counts the tables and sizes them.
+	// The total, read while the copy's database was made, counts the tables and sizes them.
 	if !regexp.MustCompile(`\(2 tables, [0-9.]+ KiB of table data on disk\)`).MatchString(string(r.steps)) {
 		t.Fatalf("the loading step does not give the parent's 2 tables and their size: %s", r.steps)
 	}
@@ -130,4 +134,74 @@ func TestFullCopyOfBusyParent(t *testing.T) {
 	if owner, want := queryString(t, external.Connect(t, copyDB), `SELECT tableowner FROM pg_tables WHERE tablename = 'orders'`), f.forkRole(fork); owner != want {
 		t.Fatalf("restored table owned by %q, want the fork's role %q", owner, want)
 	}
+}
+
+// TestBusyParentCopyWhoseNameIsTaken: a full_copy by dump (a session is on the parent) whose
+// copy's name belongs to a database dataenv did not create is refused when the database is to be
+// made, after its pg_dump has started (it starts while the database is made): the foreign database
+// keeps its rows, the dump is stopped and waited for with the copy (no pg_dump of the sidecar's
+// is left, running or a zombie), and no session of dataenv's stays on the parent.
+func TestBusyParentCopyWhoseNameIsTaken(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.newUser()
+	p := f.parentDB("busyname", 20000)
+	busy := external.Connect(t, p)
+	mustExec(t, busy, `SELECT 1`)
+	ws, fork := wsID("ws"), wsID("fork")
+	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
+	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
+	copyDB := names.ForkDatabase(fork, "d")
+	mustExec(t, external.Connect(t, "postgres"), `CREATE DATABASE `+ident(copyDB))
+	mustExec(t, external.Connect(t, copyDB), `CREATE TABLE keep (x int); INSERT INTO keep VALUES (1)`)
+	r := f.mustFail(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "full_copy"}')`, ws, fork), "was not created by this request")
+	if !strings.Contains(r.err, copyDB) || strings.Contains(string(r.steps), "TEMPLATE") {
+		t.Fatalf("want a refusal naming %s, with no TEMPLATE copy tried (a session is on the parent): %s\nsteps: %s", copyDB, r.err, r.steps)
+	}
+	if n := countRows(t, copyDB, "keep"); n != 1 {
+		t.Fatalf("the foreign database %s has %d rows in keep, want its 1", copyDB, n)
+	}
+	ext := external.Connect(t, "postgres")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		n := queryInt(t, ext, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE 'dataenv/%'`, p)
+		dumps := childrenNamed(t, f.sidecar.Pid(), "pg_dump")
+		if n == 0 && len(dumps) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the refused fork: %d session(s) of dataenv on the parent, pg_dump children of the sidecar %v", n, dumps)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// childrenNamed lists the child processes of pid whose command is name, with their state (Z: a
+// zombie nobody waited for), from /proc.
+func childrenNamed(t *testing.T, pid int, name string) []string {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after its closing paren.
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		fields := strings.Fields(s[end+1:])
+		if len(fields) < 2 || s[open+1:end] != name || fields[1] != strconv.Itoa(pid) {
+			continue
+		}
+		out = append(out, strings.TrimSpace(s[:open])+":"+fields[0])
+	}
+	return out
 }

@@ -164,10 +164,15 @@ SELECT o.classid, o.objid FROM (
 
 	// dataenv's own sessions (named by sidecar/internal/fence) are left out: they are short, or
 	// exiting after their client closed them (a backend outlives its Close for a moment), and a
-	// TEMPLATE copy that still meets one falls back to dump and restore (templateRefused).
+	// TEMPLATE copy that still meets one falls back to dump and restore (templateRefused). So are
+	// server processes without a role (autovacuum workers, which CREATE DATABASE ends itself).
+	// Both are told by what every role may read of pg_stat_activity: an admin without
+	// pg_read_all_stats sees no backend_type of another role's session, and a filter on it left
+	// every such session out, so the copy tried TEMPLATE and CREATE DATABASE waited 5 seconds
+	// for them before it refused.
 	otherSessionsSQL = `SELECT count(*) FROM pg_catalog.pg_stat_activity
-		WHERE datname = pg_catalog.current_database() AND pid <> pg_catalog.pg_backend_pid() AND backend_type <> 'autovacuum worker'
-		  AND application_name NOT LIKE 'dataenv/%'`
+		WHERE datname = pg_catalog.current_database() AND pid <> pg_catalog.pg_backend_pid() AND usesysid IS NOT NULL
+		  AND coalesce(application_name, '') NOT LIKE 'dataenv/%'`
 
 	// sequencesSQL: the position of every sequence the admin may read (NULL: never called).
 	sequencesSQL = `
