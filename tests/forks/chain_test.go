@@ -100,14 +100,7 @@ func TestChainOfThreeAndDrop(t *testing.T) {
 func TestFullCopyOfBusyParent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	a := f.newUser()
-	p := f.parentDB("busy", 200)
-	busy := external.Connect(t, p)
-	mustExec(t, busy, `SELECT 1`)
-	ws, fork := wsID("ws"), wsID("fork")
-	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
-	f.grantDatabase(a, f.name, p)
-	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
+	a, p, ws, fork := busyParent(t, f, "busy", 200)
 	r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, '{"d": "full_copy"}')`, ws, fork))
 	copyDB := names.ForkDatabase(fork, "d")
 	if m := queryString(t, f.sql, `SELECT method FROM dataenv.fork_copies WHERE database = $1`, copyDB); m != "dump" {
@@ -144,14 +137,7 @@ func TestFullCopyOfBusyParent(t *testing.T) {
 func TestBusyParentCopyWhoseNameIsTaken(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	a := f.newUser()
-	p := f.parentDB("busyname", 20000)
-	busy := external.Connect(t, p)
-	mustExec(t, busy, `SELECT 1`)
-	ws, fork := wsID("ws"), wsID("fork")
-	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
-	f.grantDatabase(a, f.name, p)
-	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
+	a, p, ws, fork := busyParent(t, f, "busyname", 20000)
 	copyDB := names.ForkDatabase(fork, "d")
 	mustExec(t, external.Connect(t, "postgres"), `CREATE DATABASE `+ident(copyDB))
 	mustExec(t, external.Connect(t, copyDB), `CREATE TABLE keep (x int); INSERT INTO keep VALUES (1)`)
@@ -175,6 +161,21 @@ func TestBusyParentCopyWhoseNameIsTaken(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// busyParent makes a parent of rows customers with a session held on it (no TEMPLATE copy of it
+// can be made), datatable d of a new workspace of a new user; it returns the user, the parent, the
+// workspace and an id for its fork.
+func busyParent(t *testing.T, f *fixture, suffix string, rows int) (user, string, string, string) {
+	t.Helper()
+	a := f.newUser()
+	p := f.parentDB(suffix, rows)
+	mustExec(t, external.Connect(t, p), `SELECT 1`)
+	ws := wsID("ws")
+	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
+	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, p)
+	return a, p, ws, wsID("fork")
 }
 
 // childrenNamed lists the child processes of pid whose command is name, with their state (Z: a
