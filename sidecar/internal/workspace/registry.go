@@ -81,13 +81,11 @@ func readCopy(ctx context.Context, q control.Querier, cluster, database string) 
 	return &c, nil
 }
 
-// registerCopy writes the registry row of c (state creating, method unknown, unless c says
-// otherwise), unless there is one.
+// registerCopy writes the registry row of c (state creating), unless there is one.
 func registerCopy(ctx context.Context, conn *pgx.Conn, c Copy) error {
-	_, err := conn.Exec(ctx, `INSERT INTO dataenv.fork_copies (cluster, database, workspace, datatable, mode, parent_database, created_by_request,
-			method, state)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''), coalesce(nullif($9, ''), 'creating')) ON CONFLICT (cluster, database) DO NOTHING`,
-		c.Cluster, c.Database, c.Workspace, c.Datatable, c.Mode, c.ParentDatabase, c.Request, c.Method, c.State)
+	_, err := conn.Exec(ctx, `INSERT INTO dataenv.fork_copies (cluster, database, workspace, datatable, mode, parent_database, created_by_request)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (cluster, database) DO NOTHING`,
+		c.Cluster, c.Database, c.Workspace, c.Datatable, c.Mode, c.ParentDatabase, c.Request)
 	if err != nil {
 		return retryable(fmt.Errorf("register fork copy %q on cluster %q: %w", c.Database, c.Cluster, err))
 	}

@@ -79,18 +79,13 @@ func templatesOf(ctx context.Context, q querier, workspace, datatable string) ([
 // currentTemplate is the ready template of the entry's database whose schema is the parent's now.
 func currentTemplate(ts []schemaTemplate, clusterName, parent, fingerprint, owner string) *schemaTemplate {
 	for i := range ts {
-		if t := &ts[i]; t.usable(clusterName, parent, owner) && t.Fingerprint == fingerprint {
+		t := &ts[i]
+		if t.SpareOf == "" && t.State == StateReady && t.Cluster == clusterName && t.ParentDatabase == parent && t.Fingerprint == fingerprint &&
+			t.Owner == owner && fingerprint != "" {
 			return t
 		}
 	}
 	return nil
-}
-
-// usable: t is a ready template (not a spare) of database parent of the cluster, owned by owner,
-// with a fingerprint.
-func (t *schemaTemplate) usable(clusterName, parent, owner string) bool {
-	return t.SpareOf == "" && t.State == StateReady && t.Cluster == clusterName && t.ParentDatabase == parent && t.Owner == owner &&
-		t.Fingerprint != ""
 }
 
 // withTemplateLock holds the schema template lock of a datatable entry while fn runs: a fork
