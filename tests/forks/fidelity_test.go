@@ -15,6 +15,14 @@ import (
 //go:embed testdata/fidelity_parent.sql
 var fidelityParentSQL string
 
+// What newer servers add to the fixture: applied on PostgreSQL 17 and newer, and 18 and newer.
+var (
+	//go:embed testdata/fidelity_parent_17.sql
+	fidelityParent17SQL string
+	//go:embed testdata/fidelity_parent_18.sql
+	fidelityParent18SQL string
+)
+
 // fidelityParent is a parent database holding one object of each kind a fork must reproduce
 // (testdata/fidelity_parent.sql), created through create_database, with three datatable roles:
 // owner2 owns some of its objects, other only has default privileges, reader is only granted
@@ -32,10 +40,17 @@ func (f *fixture) fidelityParent(suffix string) fidelityParent {
 		f.mustSucceed(f.request(f.sql, `SELECT dataenv.create_datatable_role($1, $2)`, f.name, r))
 	}
 	f.mustSucceed(f.request(f.sql, `SELECT dataenv.create_database($1, $2)`, f.name, p.db))
-	sql := strings.NewReplacer("{{db}}", ident(p.db), "{{app}}", ident(f.appRole), "{{owner2}}", ident(p.owner2),
-		"{{other}}", ident(p.other), "{{reader}}", ident(p.reader)).Replace(fidelityParentSQL)
+	fill := strings.NewReplacer("{{db}}", ident(p.db), "{{app}}", ident(f.appRole), "{{owner2}}", ident(p.owner2),
+		"{{other}}", ident(p.other), "{{reader}}", ident(p.reader))
 	conn := external.Connect(f.t, p.db)
-	mustExec(f.t, conn, sql)
+	mustExec(f.t, conn, fill.Replace(fidelityParentSQL))
+	version := queryInt(f.t, conn, `SELECT current_setting('server_version_num')::int`)
+	if version >= 170000 {
+		mustExec(f.t, conn, fill.Replace(fidelityParent17SQL))
+	}
+	if version >= 180000 {
+		mustExec(f.t, conn, fill.Replace(fidelityParent18SQL))
+	}
 	_ = conn.Close(f.ctx)
 	return p
 }
