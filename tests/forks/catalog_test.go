@@ -315,6 +315,19 @@ func schemaDump(t *testing.T, db string) []string {
 	return lines
 }
 
+// dumpAs dumps db whole (schema, rows, large objects) as user, as one of its members would, and
+// says why it could not. Row-level security applies (a forced policy binds the owner too).
+func dumpAs(t *testing.T, user, password, db string) error {
+	t.Helper()
+	cmd := exec.Command(pgDumpFor(t), "--enable-row-security", "--no-password", "--file", os.DevNull)
+	cmd.Env = append(os.Environ(), "PGHOST="+external.Host(), "PGPORT="+strconv.Itoa(external.Port()),
+		"PGUSER="+user, "PGPASSWORD="+password, "PGDATABASE="+db, "PGSSLMODE=disable")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_dump %s as %s: %w: %s", db, user, err, out)
+	}
+	return nil
+}
+
 // expectation says what a fork of a given mode must hold, and which differences its request
 // reported (so they are not failures).
 type expectation struct {

@@ -99,7 +99,8 @@ func (f *fixture) forkResult(r row, datatable string) forkFidelity {
 // to the fork's owner, privileges, default privileges (another role's too), database settings,
 // role settings in the database, the database's ACL, sequence positions; rows, materialized
 // views and large objects for full_copy. The fork is usable by its owner (it can migrate what
-// another role owned in the parent), and nobody the parent refused may connect to it.
+// another role owned in the parent, and pg_dump the whole copy with the password its members
+// get), and nobody the parent refused may connect to it.
 func TestForkFidelity(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -140,6 +141,10 @@ func TestForkFidelity(t *testing.T) {
 		conn := external.Connect(t, db)
 		mustExec(t, conn, `SET ROLE `+ident(owner)+`; ALTER TABLE app.audit ADD COLUMN note text; ALTER TABLE app.events_2026 SET (fillfactor = 90)`)
 		_ = conn.Close(f.ctx)
+		pw := queryString(t, a.conn, `SELECT dataenv.connection_password($1)`, fork)
+		if err := dumpAs(t, owner, pw, db); err != nil {
+			t.Errorf("the fork's owner cannot dump its copy: %v", err)
+		}
 		if err := tryConnect(stranger, strangerPW, db); err == nil || !strings.Contains(err.Error(), "permission denied for database") {
 			t.Errorf("a role the parent refused connects to the fork: %v", err)
 		}
