@@ -234,6 +234,8 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 		rj := restoreJob{schemaOnly: it.Mode == ModeSchemaOnly, tools: job.tools, src: job.src, dst: job.dst, dstDB: it.Database,
 			leaveOut: plan.Uncreatable, started: job.dump, every: s.cfg.ProgressEvery, progress: func(p loadProgress) {
 				request.Report(ctx, rep, step, "progress", total.progress(it.Mode, p))
+			}, watch: s.watchLocks(it.Cluster, it.ParentDatabase), waiting: func(what string) {
+				request.Report(ctx, rep, step, "waiting", what)
 			}}
 		if it.Mode == ModeFullCopy {
 			rj.excludeData = plan.NoRowsPatterns
@@ -546,6 +548,9 @@ func humanBytes(b int64) string {
 // its tables with data and their size on disk (not what the stream will be, but its scale).
 type copyTotal struct {
 	Tables, Bytes int64
+	// Estimated: a table was locked, so Bytes is the catalog's count of pages (as of the last
+	// VACUUM or ANALYZE) rather than the files' size, which waits for the lock.
+	Estimated bool
 }
 
 const copyTotalSQL = `
@@ -554,6 +559,20 @@ SELECT count(*), coalesce(sum(pg_catalog.pg_table_size(c.oid)), 0)::bigint
  WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
    AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
                     WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = c.oid AND d.deptype = 'e')`
+
+// copyEstimateSQL is copyTotalSQL from the catalog alone, which takes no lock.
+const copyEstimateSQL = `
+SELECT count(*), coalesce(sum((c.relpages::bigint + coalesce(t.relpages, 0)) * pg_catalog.current_setting('block_size')::bigint), 0)::bigint
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_catalog.pg_class t ON t.oid = c.reltoastrelid
+ WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
+   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
+                    WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = c.oid AND d.deptype = 'e')`
+
+// totalLockTimeout is how long the total waits for a table's lock (pg_table_size takes one)
+// before it estimates: the load's first step waits for the total, and pg_dump, which waits for
+// the same lock, is better watched while it waits (lockWatch).
+const totalLockTimeout = "200ms"
 
 // totalReading is a copy's total being read on a session of the parent's own (startTotal).
 type totalReading struct {
@@ -573,11 +592,27 @@ func startTotal(ctx context.Context, parent *cluster.Dial, database string) *tot
 			return
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
-		if err := conn.QueryRow(ctx, copyTotalSQL).Scan(&r.total.Tables, &r.total.Bytes); err != nil {
-			r.err = retryable(fmt.Errorf("size up %q: %w", database, err))
+		if r.total, r.err = readTotal(ctx, conn); r.err != nil {
+			r.err = retryable(fmt.Errorf("size up %q: %w", database, r.err))
 		}
 	}()
 	return r
+}
+
+// readTotal reads the total on conn (a session of the total's own: it sets lock_timeout),
+// estimated if a table is locked.
+func readTotal(ctx context.Context, conn *pgx.Conn) (copyTotal, error) {
+	var t copyTotal
+	b := &pgx.Batch{}
+	b.Queue("SET lock_timeout = '" + totalLockTimeout + "'")
+	b.Queue(copyTotalSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&t.Tables, &t.Bytes) })
+	err := conn.SendBatch(ctx, b).Close()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+		t.Estimated = true
+		err = conn.QueryRow(ctx, copyEstimateSQL).Scan(&t.Tables, &t.Bytes)
+	}
+	return t, err
 }
 
 // wait returns the total once read (none started: nil).
@@ -590,6 +625,9 @@ func (r *totalReading) wait() (copyTotal, error) {
 }
 
 func (t copyTotal) String() string {
+	if t.Estimated {
+		return fmt.Sprintf("%d tables, about %s of table data on disk by the catalog's statistics: a table is locked", t.Tables, humanBytes(t.Bytes))
+	}
 	return fmt.Sprintf("%d tables, %s of table data on disk", t.Tables, humanBytes(t.Bytes))
 }
 

@@ -51,7 +51,8 @@
 //     (full_copy, parentPlan.templateOK), else empty with the parent's locale. Without the lock
 //     (restore.go): pg_dump -Fc --no-owner --no-acl [--schema-only] as the admin, pg_restore
 //     --single-transaction connected as the owner, leaving out by catalog and OID what the owner
-//     may not create, progress steps every Config.ProgressEvery. Then finish.go maps the owners
+//     may not create, progress steps every Config.ProgressEvery (waiting steps instead while
+//     the dump waits for a lock of the parent: lockwait.go). Then finish.go maps the owners
 //     (ALTER ... OWNER in TEMPLATE copies), sets privileges, default privileges, sequences,
 //     settings and the database's ACL like the parent's, reporting what it may not carry; the row
 //     is marked ready with the report (fork_copies.report). A schema_only copy made by dump

@@ -37,6 +37,10 @@ type restoreJob struct {
 	leaveOut []uncreatable
 	progress func(p loadProgress)
 	every    time.Duration
+	// waiting, if set, is told instead of progress what the load waits for while it stalls on a
+	// lock of the parent (watch: a lockWatch of the parent).
+	waiting func(what string)
+	watch   *lockWatch
 	// started is the dump, started beforehand (startDump); nil: restore starts it.
 	started *pipeline
 }
@@ -150,7 +154,8 @@ func (p *pipeline) run(ctx context.Context, s *Service, j restoreJob, restorePat
 	now := func() loadProgress {
 		return loadProgress{p.copied.Load(), p.restoreErr.objects.Load(), p.restoreErr.tables.Load()}
 	}
-	stop := reportEvery(j.every, func() { j.progress(now()) })
+	stop := reportEvery(j.every, func() { j.report(ctx, now()) })
+	defer j.watch.close(ctx)
 	copyErr := p.pump(in, prefix)
 	_ = in.Close()
 	de, re := p.dump.Wait(), restore.Wait()
@@ -167,6 +172,17 @@ func (p *pipeline) run(ctx context.Context, s *Service, j restoreJob, restorePat
 		return nil, ctx.Err()
 	}
 	return left, nil
+}
+
+// report tells the load's progress, or what it waits for if it stalls on a lock.
+func (j restoreJob) report(ctx context.Context, p loadProgress) {
+	if j.waiting != nil && j.watch != nil {
+		if what := j.watch.waits(ctx, p.Bytes); what != "" {
+			j.waiting(what)
+			return
+		}
+	}
+	j.progress(p)
 }
 
 // fail stops the dump and returns err, or the dump's own error when it had failed already (a

@@ -300,6 +300,8 @@ func (s *Service) buildTemplate(ctx context.Context, rep request.Reporter, t *sc
 	left, err := s.restore(ctx, restoreJob{schemaOnly: true, tools: tools, src: src, dst: dst, dstDB: t.Database, leaveOut: plan.Uncreatable,
 		every: s.cfg.ProgressEvery, progress: func(p loadProgress) {
 			request.Report(ctx, rep, step, "progress", fmt.Sprintf("%s of schema streamed, %d objects restored", humanBytes(p.Bytes), p.Objects))
+		}, watch: s.watchLocks(t.Cluster, t.ParentDatabase), waiting: func(what string) {
+			request.Report(ctx, rep, step, "waiting", what)
 		}})
 	if err != nil {
 		return fmt.Errorf("build the schema template of %s/%s: %w", t.Workspace, t.Datatable, err)
