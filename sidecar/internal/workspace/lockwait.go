@@ -3,6 +3,7 @@ package workspace
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -37,18 +38,20 @@ type lockWatch struct {
 	connect   func(context.Context) (*pgx.Conn, error)
 	conn      *pgx.Conn
 	lastBytes int64
+	log       *slog.Logger
+	warned    bool // a failed look is logged once a load
 }
 
 // watchLocks watches the locks of database on cluster.
 func (s *Service) watchLocks(cluster, database string) *lockWatch {
-	return &lockWatch{connect: func(ctx context.Context) (*pgx.Conn, error) {
+	return &lockWatch{log: s.log.With("cluster", cluster, "database", database), connect: func(ctx context.Context) (*pgx.Conn, error) {
 		return s.cfg.Clusters.Connect(ctx, cluster, database)
 	}}
 }
 
 // waits says what the load waits for: "" when it moved since the last call (bytes is what it has
 // streamed so far), waits for no lock, or the look failed (the watch only informs: a failed look
-// is tried again at the next call).
+// is logged once and tried again at the next call).
 func (w *lockWatch) waits(ctx context.Context, bytes int64) string {
 	moved := bytes != w.lastBytes
 	w.lastBytes = bytes
@@ -57,24 +60,32 @@ func (w *lockWatch) waits(ctx context.Context, bytes int64) string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, lockWaitTimeout)
 	defer cancel()
+	held, err := w.look(ctx)
+	if err != nil {
+		w.close(ctx)
+		if !w.warned {
+			w.warned = true
+			w.log.Warn("could not see what a stalled dump of the parent waits for", "error", err)
+		}
+		return ""
+	}
+	return describeLockWaits(held)
+}
+
+// look lists the locks the request's sessions wait for, on the watch's session (opened on first use).
+func (w *lockWatch) look(ctx context.Context) ([]lockHeld, error) {
 	if w.conn == nil {
 		conn, err := w.connect(ctx)
 		if err != nil {
-			return ""
+			return nil, err
 		}
 		w.conn = conn
 	}
 	rows, err := w.conn.Query(ctx, lockWaitsSQL)
 	if err != nil {
-		w.close(ctx)
-		return ""
+		return nil, err
 	}
-	held, err := pgx.CollectRows(rows, pgx.RowToStructByPos[lockHeld])
-	if err != nil {
-		w.close(ctx)
-		return ""
-	}
-	return describeLockWaits(held)
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[lockHeld])
 }
 
 // close ends the watch's session, if it has one (w may be nil).
