@@ -553,21 +553,21 @@ type copyTotal struct {
 	Estimated bool
 }
 
-const copyTotalSQL = `
-SELECT count(*), coalesce(sum(pg_catalog.pg_table_size(c.oid)), 0)::bigint
+// copyTablesSQL is the parent's tables a total counts (c; n their schema): its users' own, not
+// an extension's.
+const copyTablesSQL = `
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
    AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
                     WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = c.oid AND d.deptype = 'e')`
 
+const copyTotalSQL = `
+SELECT count(*), coalesce(sum(pg_catalog.pg_table_size(c.oid)), 0)::bigint` + copyTablesSQL
+
 // copyEstimateSQL is copyTotalSQL from the catalog alone, which takes no lock.
 const copyEstimateSQL = `
-SELECT count(*), coalesce(sum((c.relpages::bigint + coalesce(t.relpages, 0)) * pg_catalog.current_setting('block_size')::bigint), 0)::bigint
-  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-  LEFT JOIN pg_catalog.pg_class t ON t.oid = c.reltoastrelid
- WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
-   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
-                    WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = c.oid AND d.deptype = 'e')`
+SELECT count(*), coalesce(sum((c.relpages::bigint + coalesce((SELECT t.relpages FROM pg_catalog.pg_class t WHERE t.oid = c.reltoastrelid), 0))
+                              * pg_catalog.current_setting('block_size')::bigint), 0)::bigint` + copyTablesSQL
 
 // totalLockTimeout is how long the total waits for a table's lock (pg_table_size takes one)
 // before it estimates: the load's first step waits for the total, and pg_dump, which waits for
