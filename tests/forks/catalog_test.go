@@ -29,6 +29,7 @@ type catalog struct {
 	db           string
 	schema       []string          // pg_dump --schema-only --no-owner --no-acl, without comments and blank lines
 	owners       map[string]string // object ("type identity") -> owner
+	memberOf     map[string]string // an extension's member (or a part of one: an array type) -> "extension name"
 	ownerRoles   []string          // roles that own something here (the mapping's domain)
 	acls         []aclItem         // object and column privileges
 	defaultACLs  []aclItem         // pg_default_acl: object = "<role> <schema> <objtype>"
@@ -84,7 +85,15 @@ WITH o (classid, objid, owner) AS (
     UNION ALL SELECT 'pg_extension'::regclass, oid, extowner FROM pg_extension WHERE oid >= 16384
 )
 SELECT i.type || ' ' || i.identity, pg_get_userbyid(o.owner),
-       EXISTS (SELECT FROM pg_depend d WHERE d.classid = o.classid AND d.objid = o.objid AND d.deptype IN ('e', 'i'))
+       EXISTS (SELECT FROM pg_depend d WHERE d.classid = o.classid AND d.objid = o.objid AND d.deptype IN ('e', 'i')),
+       coalesce((SELECT 'extension ' || quote_ident(x.extname) FROM pg_depend d JOIN pg_extension x ON x.oid = d.refobjid
+                  WHERE d.classid = o.classid AND d.objid = o.objid AND d.deptype = 'e'
+                    AND d.refclassid = 'pg_extension'::regclass),
+                (SELECT 'extension ' || quote_ident(x.extname) FROM pg_depend di
+                   JOIN pg_depend de ON de.classid = di.refclassid AND de.objid = di.refobjid AND de.deptype = 'e'
+                                    AND de.refclassid = 'pg_extension'::regclass
+                   JOIN pg_extension x ON x.oid = de.refobjid
+                  WHERE di.classid = o.classid AND di.objid = o.objid AND di.deptype = 'i'), '')
   FROM o, pg_identify_object(o.classid, o.objid, 0) i`
 
 // aclsSQL explodes the privileges of every user object (NULL ACLs as the built-in default) and
@@ -138,18 +147,21 @@ func readCatalog(t *testing.T, db string) catalog {
 	ctx := context.Background()
 	conn := external.Connect(t, db)
 	defer conn.Close(ctx)
-	c := catalog{db: db, owners: map[string]string{}, sequences: map[string]string{}, populated: map[string]bool{},
+	c := catalog{db: db, owners: map[string]string{}, memberOf: map[string]string{}, sequences: map[string]string{}, populated: map[string]bool{},
 		rows: map[string]string{}, largeObjects: map[string]string{}}
 	c.schema = schemaDump(t, db)
 
 	roles := map[string]bool{}
 	eachRow(t, conn, userObjectsSQL, func(r pgx.Rows) error {
-		var obj, owner string
+		var obj, owner, ext string
 		var member bool
-		if err := r.Scan(&obj, &owner, &member); err != nil {
+		if err := r.Scan(&obj, &owner, &member, &ext); err != nil {
 			return err
 		}
 		c.owners[obj] = owner
+		if ext != "" {
+			c.memberOf[obj] = ext
+		}
 		if !member {
 			roles[owner] = true
 		}
@@ -360,8 +372,8 @@ func compareFork(parent, fork catalog, exp expectation) []string {
 	}
 	var diffs []string
 	diffs = append(diffs, diffSchema(parent.schema, fork.schema)...)
-	diffs = append(diffs, diffOwners(parent.owners, fork.owners, m, skip)...)
-	diffs = append(diffs, diffLines("privilege", mapACL(parent.acls, m, skip), mapACL(fork.acls, nil, skip))...)
+	diffs = append(diffs, diffOwners(parent.owners, fork.owners, objectMapper(parent, fork, m), skip)...)
+	diffs = append(diffs, diffLines("privilege", mapACL(mapObjectACL(parent, fork, m), nil, skip), mapACL(fork.acls, nil, skip))...)
 	diffs = append(diffs, diffLines("default privilege", mapDefaultACL(parent.defaultACLs, m), mapDefaultACL(fork.defaultACLs, nil))...)
 	diffs = append(diffs, diffLines("database privilege", mapACL(parent.databaseACL, m, skip), mapACL(fork.databaseACL, nil, skip))...)
 	diffs = append(diffs, diffLines("database setting", parent.settings, fork.settings)...)
@@ -416,7 +428,35 @@ func maps2(m map[string]string, without []string) map[string]string {
 	return out
 }
 
-func diffOwners(parent, fork map[string]string, m func(string) string, skip func(string) bool) []string {
+// objectMapper maps the roles of an object from the parent to the fork: an extension's member
+// belongs to its extension's owner, whoever that is in the fork (the extension keeps its owner
+// in a TEMPLATE copy, and one the cluster's admin made belongs to the admin; the request reports
+// both), so the parent's owner of the member maps to the fork's; every other role is mapped by m.
+func objectMapper(parent, fork catalog, m func(string) string) func(obj, role string) string {
+	return func(obj, role string) string {
+		ext := parent.memberOf[obj]
+		if ext == "" && strings.HasSuffix(obj, "[]") { // an array type belongs to its element's extension
+			ext = parent.memberOf[strings.TrimSuffix(obj, "[]")]
+		}
+		if ext != "" && role == parent.owners[ext] && fork.owners[ext] != "" {
+			return fork.owners[ext]
+		}
+		return m(role)
+	}
+}
+
+// mapObjectACL is the parent's privileges with their roles mapped to the fork (objectMapper).
+func mapObjectACL(parent, fork catalog, m func(string) string) []aclItem {
+	om := objectMapper(parent, fork, m)
+	out := make([]aclItem, len(parent.acls))
+	for i, a := range parent.acls {
+		a.grantor, a.grantee = om(a.object, a.grantor), om(a.object, a.grantee)
+		out[i] = a
+	}
+	return out
+}
+
+func diffOwners(parent, fork map[string]string, m func(obj, role string) string, skip func(string) bool) []string {
 	var diffs []string
 	for obj, owner := range parent {
 		if skip(obj) {
@@ -426,8 +466,8 @@ func diffOwners(parent, fork map[string]string, m func(string) string, skip func
 		switch {
 		case !ok:
 			diffs = append(diffs, "owner: "+obj+" is missing in the fork")
-		case got != m(owner):
-			diffs = append(diffs, fmt.Sprintf("owner: %s is owned by %s in the fork, want %s (parent owner %s)", obj, got, m(owner), owner))
+		case got != m(obj, owner):
+			diffs = append(diffs, fmt.Sprintf("owner: %s is owned by %s in the fork, want %s (parent owner %s)", obj, got, m(obj, owner), owner))
 		}
 	}
 	for obj := range fork {

@@ -40,6 +40,21 @@ func newFixture(t *testing.T, sidecarEnv ...string) *fixture {
 // newFixtureOn is newFixture with another cluster than external registered.
 func newFixtureOn(t *testing.T, pg *testenv.Postgres, sidecarEnv ...string) *fixture {
 	t.Helper()
+	return newFixtureWith(t, pg, pg.CreateManagedAdmin, sidecarEnv...)
+}
+
+// newSuperuserFixture is newFixture with external registered under an admin that is a
+// superuser (the embedded default's kind, and a self-hosted cluster's).
+func newSuperuserFixture(t *testing.T, sidecarEnv ...string) *fixture {
+	t.Helper()
+	return newFixtureWith(t, external, func(t testing.TB) (string, string) {
+		return external.CreateRole(t, "LOGIN SUPERUSER")
+	}, sidecarEnv...)
+}
+
+// newFixtureWith is newFixtureOn with the cluster's admin made by admin.
+func newFixtureWith(t *testing.T, pg *testenv.Postgres, admin func(testing.TB) (string, string), sidecarEnv ...string) *fixture {
+	t.Helper()
 	f := &fixture{t: t, ctx: context.Background(), pg: pg}
 	f.controlDB = control.CreateDatabase(t)
 	f.controlDSN = control.DSN(f.controlDB)
@@ -53,7 +68,7 @@ func newFixtureOn(t *testing.T, pg *testenv.Postgres, sidecarEnv ...string) *fix
 	f.appRole = "dataenv_x" + rnd + "_app"
 	replRole := "dataenv_x" + rnd + "_repl"
 	pg.DropRolesAtCleanup(t, f.appRole, replRole)
-	adminUser, adminPW := pg.CreateManagedAdmin(t)
+	adminUser, adminPW := admin(t)
 	f.adminUser = adminUser
 	f.prefix = pg.NamePrefix(t)
 	f.name = f.prefix + "ext"

@@ -20,6 +20,8 @@ import (
 // Crash points (sidecar/crashpoint) of the database side effects.
 const (
 	CrashAfterCreateDatabase = "cluster.create_database.after_create"
+	// CrashAfterPrepare: a prepared staging database (CreateOptions.Prepare), still the admin's.
+	CrashAfterPrepare      = "cluster.create_database.after_prepare"
 	CrashAfterDropDatabase   = "cluster.drop_database.after_drop"
 )
 
@@ -66,6 +68,14 @@ type CreateOptions struct {
 	// as soon as it has its name, while it is recorded: DatabaseOutcome.Dial, which the caller
 	// takes or closes. A database created by an earlier attempt gets none.
 	ConnectAhead bool
+	// Prepare, if set, runs as the admin in the new database before anyone else may change it:
+	// the database is created owned by the admin, closed to PUBLIC, given to Prepare on a
+	// connection of its own, and handed to its owner only in the statement that marks and
+	// renames it. What Prepare runs with the admin's rights (an extension's script) thus never
+	// meets an object the owner could have put in its way. A re-run after an interruption finds
+	// the staging database still the admin's and prepares it again: Prepare must be idempotent.
+	// The admin must be a superuser (giving a database away needs no membership then).
+	Prepare func(ctx context.Context, conn *pgx.Conn) error
 }
 
 // Locale is a database's encoding and locale, as pg_database has them.
@@ -274,7 +284,10 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 		}
 	}
 	if !st.exists && !fromSpare {
-		sql := "CREATE DATABASE " + ident(staging) + " OWNER " + ident(opts.owner(l.cluster))
+		sql := "CREATE DATABASE " + ident(staging)
+		if opts.Prepare == nil {
+			sql += " OWNER " + ident(opts.owner(l.cluster))
+		}
 		if opts.Template != "" {
 			sql += " TEMPLATE " + ident(opts.Template)
 		} else if opts.Locale != nil {
@@ -299,10 +312,18 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 	if fromSpare {
 		return true, nil // takeSpare marked and renamed it in its transaction
 	}
+	var stmts []string
+	if opts.Prepare != nil {
+		if err := l.prepareStaging(ctx, staging, opts.Prepare); err != nil {
+			return false, fmt.Errorf("prepare the new database %q on cluster %q: %w", name, l.cluster.Name, err)
+		}
+		crashpoint.HitOnce(CrashAfterPrepare)
+		stmts = append(stmts, "ALTER DATABASE "+ident(staging)+" OWNER TO "+ident(opts.owner(l.cluster)))
+	}
 	// Closed to PUBLIC, marked and renamed in one statement string (one implicit transaction, one
 	// round trip): a crash or a failure leaves the staging database as CREATE DATABASE made it,
 	// which this request recognizes by its name.
-	stmts := markAndRename(staging, name, marker, opts.Private)
+	stmts = append(stmts, markAndRename(staging, name, marker, opts.Private)...)
 	if _, err := conn.Exec(ctx, strings.Join(stmts, ";\n")); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42P04" {
@@ -313,6 +334,34 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 	}
 	return fromSpare, nil
 }
+
+// prepareStaging closes the staging database, still the admin's, to PUBLIC and runs prepare in
+// it. PUBLIC may have connected since CREATE DATABASE, but may create nothing that outlives its
+// session there: the database and its public schema belong to the admin, and PUBLIC has no
+// CREATE on either (PostgreSQL 15+).
+func (l *Locked) prepareStaging(ctx context.Context, staging string, prepare func(context.Context, *pgx.Conn) error) error {
+	conn, err := l.Connect(ctx, staging)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	// A staging database of an earlier attempt that was made for its owner (the attempt did not
+	// prepare) is not prepared: what its owner may have put in it would run as the admin.
+	var mine bool
+	if err := conn.QueryRow(ctx, stagingIsMineSQL).Scan(&mine); err != nil {
+		return fmt.Errorf("read its owner: %w", err)
+	}
+	if !mine {
+		return retryable(errors.New("an earlier attempt made it for its owner; it must be dropped and made again (the request's retry does)"))
+	}
+	if _, err := conn.Exec(ctx, "REVOKE ALL ON DATABASE "+ident(staging)+" FROM PUBLIC"); err != nil {
+		return fmt.Errorf("close to PUBLIC: %w", err)
+	}
+	return prepare(ctx, conn)
+}
+
+const stagingIsMineSQL = `SELECT datdba = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+  FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()`
 
 // markAndRename close the staging database to PUBLIC (private), mark it and rename it to name.
 func markAndRename(staging, name, marker string, private bool) []string {

@@ -38,13 +38,17 @@ func (o *objectACL) String() string {
 }
 
 // objectACLsSQL lists every object with an access list of its own (NULL is the built-in default,
-// left out) and every column with privileges of its own.
+// left out) and every column with privileges of its own. An extension's member is listed even
+// with the built-in default (exploded from acldefault): a copy's finish maps its owner to the
+// member's owner in the copy, which is not the copy's owner (finish.go, memberMapper).
 const objectACLsSQL = `
-WITH o (classid, objid, kind, owner, acl) AS (
+WITH m AS (SELECT classid, objid FROM pg_catalog.pg_depend WHERE deptype = 'e'),
+o (classid, objid, kind, owner, acl) AS (
     SELECT 'pg_catalog.pg_class'::pg_catalog.regclass, oid, CASE relkind WHEN 'S' THEN 's' ELSE 'r' END, relowner, relacl
-      FROM pg_catalog.pg_class WHERE relacl IS NOT NULL AND oid >= 16384 AND relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+      FROM pg_catalog.pg_class WHERE oid >= 16384 AND relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+       AND (relacl IS NOT NULL OR (oid IN (SELECT objid FROM m WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass)))
     UNION ALL SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, oid, 'f', proowner, proacl FROM pg_catalog.pg_proc
-     WHERE proacl IS NOT NULL AND oid >= 16384
+     WHERE oid >= 16384 AND (proacl IS NOT NULL OR oid IN (SELECT objid FROM m WHERE classid = 'pg_catalog.pg_proc'::pg_catalog.regclass))
     UNION ALL SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, oid, 'T', typowner, typacl FROM pg_catalog.pg_type
      WHERE typacl IS NOT NULL AND oid >= 16384
     UNION ALL SELECT 'pg_catalog.pg_namespace'::pg_catalog.regclass, oid, 'n', nspowner, nspacl FROM pg_catalog.pg_namespace
@@ -52,7 +56,8 @@ WITH o (classid, objid, kind, owner, acl) AS (
     UNION ALL SELECT 'pg_catalog.pg_largeobject'::pg_catalog.regclass, oid, 'L', lomowner, lomacl FROM pg_catalog.pg_largeobject_metadata
      WHERE lomacl IS NOT NULL
     UNION ALL SELECT 'pg_catalog.pg_foreign_data_wrapper'::pg_catalog.regclass, oid, 'F', fdwowner, fdwacl
-      FROM pg_catalog.pg_foreign_data_wrapper WHERE fdwacl IS NOT NULL AND oid >= 16384
+      FROM pg_catalog.pg_foreign_data_wrapper WHERE oid >= 16384
+       AND (fdwacl IS NOT NULL OR oid IN (SELECT objid FROM m WHERE classid = 'pg_catalog.pg_foreign_data_wrapper'::pg_catalog.regclass))
     UNION ALL SELECT 'pg_catalog.pg_foreign_server'::pg_catalog.regclass, oid, 'S', srvowner, srvacl FROM pg_catalog.pg_foreign_server
      WHERE srvacl IS NOT NULL AND oid >= 16384
     UNION ALL SELECT 'pg_catalog.pg_language'::pg_catalog.regclass, oid, 'l', lanowner, lanacl FROM pg_catalog.pg_language
@@ -62,7 +67,7 @@ SELECT i.type, i.identity, '', o.kind::text, pg_catalog.pg_get_userbyid(o.owner)
        pg_catalog.pg_get_userbyid(a.grantor), CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee) END,
        a.privilege_type, a.is_grantable
   FROM o CROSS JOIN LATERAL pg_catalog.pg_identify_object(o.classid, o.objid, 0) i
-  LEFT JOIN LATERAL pg_catalog.aclexplode(o.acl) a ON true
+  LEFT JOIN LATERAL pg_catalog.aclexplode(coalesce(o.acl, pg_catalog.acldefault(o.kind::"char", o.owner))) a ON true
 UNION ALL
 SELECT 'table column', t.identity, pg_catalog.quote_ident(att.attname), '', pg_catalog.pg_get_userbyid(c.relowner),
        pg_catalog.pg_get_userbyid(a.grantor), CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee) END,

@@ -232,7 +232,7 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 		request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) of %s into %s (%s)", job.tools.Version, job.tools.Dir,
 			it.ParentDatabase, it.Database, total))
 		rj := restoreJob{schemaOnly: it.Mode == ModeSchemaOnly, tools: job.tools, src: job.src, dst: job.dst, dstDB: it.Database,
-			leaveOut: plan.Uncreatable, started: job.dump, every: s.cfg.ProgressEvery, progress: func(p loadProgress) {
+			leaveOut: plan.leaveOut(), started: job.dump, every: s.cfg.ProgressEvery, progress: func(p loadProgress) {
 				request.Report(ctx, rep, step, "progress", total.progress(it.Mode, p))
 			}, watch: s.watchLocks(it.Cluster, it.ParentDatabase), waiting: func(what string) {
 				request.Report(ctx, rep, step, "waiting", what)
@@ -245,7 +245,7 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 		if err != nil {
 			return nil, err
 		}
-		left = append(left, out...)
+		left = append(append(left, out...), plan.adminMade()...)
 		phases.mark("restore")
 	}
 	fj := finishJob{plan: plan, cluster: it.Cluster, database: it.Database, owner: job.owner, mode: it.Mode,
@@ -391,7 +391,7 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 	if err != nil {
 		return request.Refusef("copy %s of cluster %q: %v", c.ParentDatabase, c.Cluster, err)
 	}
-	opts.Locale = &plan.Locale
+	opts.Locale, opts.Prepare = &plan.Locale, plan.prepareFor(job.owner)
 	if err := startLoad(ctx, l, c, plan, job, tools); err != nil {
 		return err
 	}

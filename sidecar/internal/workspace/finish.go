@@ -389,7 +389,7 @@ func (j finishJob) objectStatements(a *actions, current map[string]*objectACL, d
 			obj, cur = have, have.Items
 			tgt = defaults[[2]string{have.Kind, have.Owner}]
 		default:
-			obj, tgt, cur = have, mapItems(want.Items, m), have.Items
+			obj, tgt, cur = have, mapItems(want.Items, memberMapper(want, have, m)), have.Items
 		}
 		sortItems(cur)
 		c := diffItems(mapItems(cur, func(s string) string { return s }), tgt)
@@ -402,13 +402,34 @@ func (j finishJob) objectStatements(a *actions, current map[string]*objectACL, d
 			continue
 		}
 		on := kw + " " + obj.Identity
-		stmts, err := grantStatements(on, obj.Column, m(obj.Owner), "privileges of "+obj.String(), c)
+		owner := m(obj.Owner)
+		if have != nil {
+			owner = have.Owner
+		}
+		stmts, err := grantStatements(on, obj.Column, owner, "privileges of "+obj.String(), c)
 		if err != nil {
 			return err
 		}
 		a.stmts = append(a.stmts, stmts...)
 	}
 	return nil
+}
+
+// memberMapper maps the roles of an object's privileges from the parent (want) to the copy
+// (have). An object the copy's owner does not own is an extension's member (an extension keeps
+// its owner in a TEMPLATE copy, and one the admin made belongs to the admin): its owner in the
+// parent maps to its owner in the copy, so that the grants of the extension's script stay as
+// they are, and the others are carried as they were.
+func memberMapper(want, have *objectACL, m func(string) string) func(string) string {
+	if have.Owner == m(want.Owner) {
+		return m
+	}
+	return func(role string) string {
+		if role == want.Owner {
+			return have.Owner
+		}
+		return m(role)
+	}
 }
 
 // mapDefaults maps the roles of the parent's default privileges and merges the entries that now

@@ -48,6 +48,9 @@ type parentPlan struct {
 	// Uncreatable are objects the fork's owner may not create (superuser-only kinds): a restore
 	// leaves them out and the result says so.
 	Uncreatable []uncreatable
+	// AdminExtensions are the extensions the admin makes in a copy by dump before its restore
+	// (adminext.go), in the order they are made; they are not among Uncreatable.
+	AdminExtensions []adminExtension
 	// Unreadable are tables the admin may not read at all: pg_dump cannot dump the database.
 	Unreadable []string
 	// Fingerprint changes whenever the parent's schema does (schema templates).
@@ -79,6 +82,11 @@ type sequencePosition struct {
 type uncreatable struct {
 	Catalog, OID uint32
 	notCarried
+	// carried: left out of the restore because the admin made it beforehand (not reported).
+	carried bool
+	// rows: the entries that load the rows of relation OID (TABLE DATA, SEQUENCE SET), which
+	// the archive lists with catalog 0.
+	rows bool
 }
 
 // notCarried is one thing a fork does not have of its parent, and why (the request's result
@@ -311,7 +319,7 @@ func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string, early fun
 		},
 		p.readPopulated,
 	}
-	head := []func(context.Context, querier) error{p.readRows}
+	head := []func(context.Context, querier) error{p.readRows, p.readAdminExtensions}
 	if mode == ModeSchemaOnly {
 		head = append(head, p.readFingerprint)
 		steps = append(steps, p.readSequences)
@@ -331,6 +339,7 @@ func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string, early fun
 		return err
 	}
 	p.withoutWorkspaceRoles()
+	p.withoutAdminExtensions()
 	return nil
 }
 
@@ -339,7 +348,7 @@ func (p *parentPlan) read(ctx context.Context, tx pgx.Tx, mode string, early fun
 // copy, or the locale and tools of a dump), made while the rest of the plan is read.
 func (p *parentPlan) head() *parentPlan {
 	return &parentPlan{Database: p.Database, Owner: p.Owner, Locale: p.Locale, ConnLimit: p.ConnLimit,
-		Unreadable: p.Unreadable, NoRows: p.NoRows, NoRowsPatterns: p.NoRowsPatterns, Fingerprint: p.Fingerprint,
+		Unreadable: p.Unreadable, NoRows: p.NoRows, NoRowsPatterns: p.NoRowsPatterns, Fingerprint: p.Fingerprint, AdminExtensions: p.AdminExtensions,
 		adminSuper: p.adminSuper, adminBypass: p.adminBypass, serverNum: p.serverNum}
 }
 

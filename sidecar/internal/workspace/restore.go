@@ -324,15 +324,19 @@ func (t toc) without(leave []uncreatable) (string, []notCarried) {
 	type key struct{ cat, oid uint32 }
 	want := map[key]uncreatable{}
 	for _, u := range leave {
-		if u.Catalog != 0 {
+		if u.Catalog != 0 || u.rows {
 			want[key{u.Catalog, u.OID}] = u
 		}
 	}
 	out := map[int]bool{}
 	var left []notCarried
 	for _, e := range t {
-		if u, ok := want[key{e.catalog, e.oid}]; ok && e.catalog != 0 {
-			out[e.id] = true
+		u, ok := want[key{e.catalog, e.oid}]
+		if !ok || (e.catalog == 0 && !isRows(e.rest)) {
+			continue
+		}
+		out[e.id] = true
+		if !u.carried {
 			left = append(left, u.notCarried)
 		}
 	}
@@ -359,11 +363,17 @@ func (t toc) without(leave []uncreatable) (string, []notCarried) {
 		b.WriteByte('\n')
 	}
 	for _, u := range leave { // what the dump never had (subscriptions, security labels)
-		if u.Catalog == 0 {
+		if u.Catalog == 0 && !u.rows {
 			left = append(left, u.notCarried)
 		}
 	}
 	return b.String(), left
+}
+
+// isRows: the entry loads a relation's rows (the archive lists it with catalog 0 and the
+// relation's OID).
+func isRows(rest string) bool {
+	return strings.HasPrefix(rest, "TABLE DATA ") || strings.HasPrefix(rest, "SEQUENCE SET ")
 }
 
 func isAttached(rest string) bool {

@@ -278,7 +278,7 @@ func (s *Service) buildTemplate(ctx context.Context, rep request.Reporter, t *sc
 			return retryable(fmt.Errorf("register schema template %q: %w", t.Database, err))
 		}
 		if _, err := l.CreateMarkedDatabase(ctx, t.Database, cluster.CreateOptions{Request: t.Request, ForWorkspace: t.Workspace,
-			Owner: t.Owner, Locale: &plan.Locale, Private: true}); err != nil {
+			Owner: t.Owner, Locale: &plan.Locale, Private: true, Prepare: plan.prepareFor(t.Owner)}); err != nil {
 			return err
 		}
 		owner, err := templateOwnerOf(ctx, l)
@@ -297,7 +297,7 @@ func (s *Service) buildTemplate(ctx context.Context, rep request.Reporter, t *sc
 	crashpoint.HitOnce(CrashTemplateCreated)
 	request.Report(ctx, rep, step, "loading", fmt.Sprintf("pg_dump %s (%s) --schema-only of %s into %s", tools.Version, tools.Dir,
 		t.ParentDatabase, t.Database))
-	left, err := s.restore(ctx, restoreJob{schemaOnly: true, tools: tools, src: src, dst: dst, dstDB: t.Database, leaveOut: plan.Uncreatable,
+	left, err := s.restore(ctx, restoreJob{schemaOnly: true, tools: tools, src: src, dst: dst, dstDB: t.Database, leaveOut: plan.leaveOut(),
 		every: s.cfg.ProgressEvery, progress: func(p loadProgress) {
 			request.Report(ctx, rep, step, "progress", fmt.Sprintf("%s of schema streamed, %d objects restored", humanBytes(p.Bytes), p.Objects))
 		}, watch: s.watchLocks(t.Cluster, t.ParentDatabase), waiting: func(what string) {
@@ -310,7 +310,7 @@ func (s *Service) buildTemplate(ctx context.Context, rep request.Reporter, t *sc
 	if err != nil {
 		return err
 	}
-	t.Report = append(left, more...)
+	t.Report = append(append(left, plan.adminMade()...), more...)
 	crashpoint.HitOnce(CrashTemplateLoaded)
 	if err := s.closeTemplate(ctx, t); err != nil {
 		return err
