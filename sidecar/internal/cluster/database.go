@@ -22,7 +22,7 @@ const (
 	CrashAfterCreateDatabase = "cluster.create_database.after_create"
 	// CrashAfterPrepare: a prepared staging database (CreateOptions.Prepare), still the admin's.
 	CrashAfterPrepare      = "cluster.create_database.after_prepare"
-	CrashAfterDropDatabase   = "cluster.drop_database.after_drop"
+	CrashAfterDropDatabase = "cluster.drop_database.after_drop"
 )
 
 // CreateOptions tune CreateMarkedDatabase.
