@@ -25,7 +25,8 @@ func TestForkOfAParentWithUntrustedExtensions(t *testing.T) {
 	f.grantDatabase(a, f.name, p)
 	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'app', $2, $3)`, ws, f.name, p)
 	parent := readCatalog(t, p)
-	made := []string{"extension cube", "extension earthdistance", "extension bloom", "extension pg_stat_statements"}
+	made := []string{"extension cube", "extension earthdistance", "extension bloom", "extension pg_stat_statements",
+		"extension postgres_fdw"}
 	check := func(t *testing.T, mode, wantMethod string) {
 		fork := wsID("ex")
 		r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, jsonb_build_object('app', $3::text))`, ws, fork, mode))
@@ -123,6 +124,8 @@ func untrustedParent(f *fixture) (db, reader string) {
 		GRANT EXECUTE ON FUNCTION geo.earth_distance(geo.earth, geo.earth) TO `+ident(reader)+`;
 		REVOKE EXECUTE ON FUNCTION geo.earth_distance(geo.earth, geo.earth) FROM PUBLIC;
 		GRANT SELECT ON pg_stat_statements TO `+ident(reader)+`;
+		CREATE EXTENSION postgres_fdw; -- the application role may make servers of its wrapper
+		GRANT USAGE ON FOREIGN DATA WRAPPER postgres_fdw TO `+ident(f.appRole)+`;
 		ALTER DATABASE `+ident(p)+` SET search_path = public, geo; -- earthdistance's functions look for cube there
 		SET search_path = public, geo;
 		SET ROLE `+ident(f.appRole)+`;
@@ -132,6 +135,9 @@ func untrustedParent(f *fixture) (db, reader string) {
 		INSERT INTO places SELECT g, 'p' || g, geo.ll_to_earth(g, g) FROM generate_series(1, 20) g;
 		INSERT INTO geo.regions VALUES (1, geo.ll_to_earth(0, 0));
 		GRANT SELECT ON places TO `+ident(reader)+`;
+		CREATE SERVER elsewhere FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '127.0.0.1', dbname 'elsewhere');
+		CREATE USER MAPPING FOR CURRENT_USER SERVER elsewhere OPTIONS (user 'someone', password 'secret');
+		CREATE FOREIGN TABLE far_things (id int) SERVER elsewhere OPTIONS (table_name 'things');
 		CREATE VIEW far_places AS SELECT id FROM places WHERE geo.earth_distance(loc, geo.ll_to_earth(0, 0)) > 1e6;
 		RESET ROLE;`)
 	_ = conn.Close(f.ctx)

@@ -31,6 +31,10 @@ type adminExtension struct {
 	Config []string
 	// ConfigOIDs are Config's OIDs in the parent: their TABLE DATA and SEQUENCE SET entries.
 	ConfigOIDs []uint32
+	// Wrappers are the extension's foreign-data wrappers: the restore, as the copy's owner,
+	// makes the parent's servers of them, which needs USAGE (granted before the restore; the
+	// finish then sets the parent's privileges on them).
+	Wrappers []string
 }
 
 // adminExtensionsSQL: the extensions only a superuser may create (the same test as
@@ -58,7 +62,10 @@ SELECT x.oid, x.extname, x.extversion, n.nspname, n.oid,
                JOIN pg_catalog.pg_class c ON c.oid = u.oid JOIN pg_catalog.pg_namespace cn ON cn.oid = c.relnamespace ORDER BY u.i),
        ARRAY(SELECT c.oid FROM pg_catalog.unnest(x.extconfig) WITH ORDINALITY u(oid, i)
                JOIN pg_catalog.pg_class c ON c.oid = u.oid ORDER BY u.i),
-       EXISTS (SELECT FROM pg_catalog.pg_available_extension_versions v WHERE v.name = x.extname AND v.version = x.extversion)
+       EXISTS (SELECT FROM pg_catalog.pg_available_extension_versions v WHERE v.name = x.extname AND v.version = x.extversion),
+       ARRAY(SELECT w.fdwname::text FROM pg_catalog.pg_foreign_data_wrapper w JOIN pg_catalog.pg_depend d
+                 ON d.classid = 'pg_catalog.pg_foreign_data_wrapper'::pg_catalog.regclass AND d.objid = w.oid AND d.deptype = 'e'
+              WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = x.oid ORDER BY 1)
   FROM need JOIN pg_catalog.pg_extension x ON x.oid = need.oid JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace
  WHERE x.oid >= 16384
  GROUP BY x.oid, x.extname, x.extversion, n.nspname, n.oid, x.extconfig`
@@ -80,7 +87,7 @@ func (p *parentPlan) readAdminExtensions(ctx context.Context, q querier) error {
 		var e adminExtension
 		var available bool
 		if err := rows.Scan(&e.OID, &e.Name, &e.Version, &e.Schema, &e.SchemaOID, &e.MakeSchema, &e.Comment, &e.SchemaComment,
-			&e.Requires, &e.Required, &e.Config, &e.ConfigOIDs, &available); err != nil {
+			&e.Requires, &e.Required, &e.Config, &e.ConfigOIDs, &available, &e.Wrappers); err != nil {
 			rows.Close()
 			return fmt.Errorf("extensions the admin makes: %w", err)
 		}
@@ -181,8 +188,9 @@ func (p *parentPlan) adminMade() []notCarried {
 
 // prepareFor returns the cluster.CreateOptions.Prepare of a copy by dump whose parent has
 // extensions the admin makes (nil if none): in the new database, still the admin's, it makes
-// their schemas, then the extensions at the parent's versions with the parent's comments, and
-// gives the schemas to owner, in one transaction. Every statement is idempotent: an
+// their schemas, then the extensions at the parent's versions with the parent's comments, lets
+// owner use their foreign-data wrappers (the finish then sets the parent's privileges on them),
+// and gives the schemas to owner, in one transaction. Every statement is idempotent: an
 // interrupted attempt's database is prepared again.
 func (p *parentPlan) prepareFor(owner string) func(context.Context, *pgx.Conn) error {
 	if len(p.AdminExtensions) == 0 {
@@ -216,6 +224,9 @@ func adminExtensionStatements(exts []adminExtension, owner string) []string {
 	for _, e := range exts {
 		stmts = append(stmts, "CREATE EXTENSION IF NOT EXISTS "+ident(e.Name)+" WITH SCHEMA "+ident(e.Schema)+" VERSION "+quoteLiteral(e.Version),
 			"COMMENT ON EXTENSION "+ident(e.Name)+" IS "+nullableLiteral(e.Comment))
+		for _, w := range e.Wrappers {
+			stmts = append(stmts, "GRANT USAGE ON FOREIGN DATA WRAPPER "+ident(w)+" TO "+ident(owner))
+		}
 	}
 	return append(stmts, schemas...)
 }

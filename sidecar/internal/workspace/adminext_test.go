@@ -28,7 +28,7 @@ func TestAdminExtensionStatements(t *testing.T) {
 	exts := []adminExtension{
 		{OID: 1, Name: "cube", Version: "1.5", Schema: "geo", SchemaOID: 20000, MakeSchema: true, SchemaComment: &comment},
 		{OID: 2, Name: "earth distance", Version: "1.1", Schema: "geo", SchemaOID: 20000, MakeSchema: true, SchemaComment: &comment},
-		{OID: 3, Name: "bloom", Version: "1.0", Schema: "public", SchemaOID: 2200},
+		{OID: 3, Name: "postgres_fdw", Version: "1.1", Schema: "public", SchemaOID: 2200, Wrappers: []string{"postgres_fdw"}},
 	}
 	got := strings.Join(adminExtensionStatements(exts, "ws role"), ";\n")
 	want := strings.Join([]string{
@@ -37,8 +37,9 @@ func TestAdminExtensionStatements(t *testing.T) {
 		`COMMENT ON EXTENSION "cube" IS NULL`,
 		`CREATE EXTENSION IF NOT EXISTS "earth distance" WITH SCHEMA "geo" VERSION '1.1'`,
 		`COMMENT ON EXTENSION "earth distance" IS NULL`,
-		`CREATE EXTENSION IF NOT EXISTS "bloom" WITH SCHEMA "public" VERSION '1.0'`,
-		`COMMENT ON EXTENSION "bloom" IS NULL`,
+		`CREATE EXTENSION IF NOT EXISTS "postgres_fdw" WITH SCHEMA "public" VERSION '1.1'`,
+		`COMMENT ON EXTENSION "postgres_fdw" IS NULL`,
+		`GRANT USAGE ON FOREIGN DATA WRAPPER "postgres_fdw" TO "ws role"`,
 		`COMMENT ON SCHEMA "geo" IS 'spatial'`,
 		`ALTER SCHEMA "geo" OWNER TO "ws role"`,
 	}, ";\n")
