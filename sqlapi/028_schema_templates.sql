@@ -21,16 +21,22 @@ SELECT t.workspace, t.datatable, t.cluster, t.database, t.parent_database, t.own
 COMMENT ON VIEW dataenv.schema_template_list IS
     'The schema templates of the datatables of workspaces the caller may use: the database schema_only forks are copied from while the parent''s schema is unchanged (state ready), with the fingerprint of the schema it holds. A row with spare_of is a spare: a TEMPLATE copy of that template made in the background, which the next schema_only fork renames into its copy instead of copying the template while it waits (taken: a fork is doing so); role is the spare''s own role, which owns it and its objects and becomes the workspace role of a fork that takes it. A row in state dropping is being dropped, and never used.';
 
--- Internal: how many templates a datatable entry still has (visible or not), for the validator.
+-- Internal: how many templates a datatable entry still has (visible or not), counting each
+-- unfinished refresh of the entry as one it may still register: a refresh that read the entry
+-- before its removal builds a template after it (datatables_after_delete).
 CREATE OR REPLACE FUNCTION dataenv.schema_template_leftovers(workspace text, datatable text) RETURNS integer
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT count(*)::integer FROM dataenv.schema_templates t
-     WHERE t.workspace = schema_template_leftovers.workspace AND t.datatable = schema_template_leftovers.datatable
+    SELECT (SELECT count(*)::integer FROM dataenv.schema_templates t
+             WHERE t.workspace = schema_template_leftovers.workspace AND t.datatable = schema_template_leftovers.datatable)
+         + (SELECT count(*)::integer FROM dataenv.requests r
+             WHERE r.status IN ('pending', 'running') AND r.kind = 'refresh_schema_template'
+               AND r.args->>'workspace' = schema_template_leftovers.workspace
+               AND r.args->>'datatable' = schema_template_leftovers.datatable)
 $$;
 COMMENT ON FUNCTION dataenv.schema_template_leftovers(text, text) IS
-    'Internal: how many schema templates of a datatable entry are still registered (leftovers of a removed entry included).';
+    'Internal: how many schema templates of a datatable entry are still registered (leftovers of a removed entry included), or may be by an unfinished refresh of it.';
 
 -- ---------------------------------------------------------------------------------------------
 -- Uses: a template names its parent database and its own
@@ -122,13 +128,16 @@ COMMENT ON FUNCTION dataenv.refresh_schema_template(text, text) IS
 -- Removing a datatable entry (remove_datatable, or its workspace dropped) enqueues the cleanup of
 -- its templates, in the same transaction, as the role that removed it. Always a request of its
 -- own: one still pending may already be running, having read the entry before this removal
--- commits, and it would then keep the templates.
+-- commits, and it would then keep the templates. So is a removal while a refresh of the entry is
+-- unfinished and has not registered its template yet: it may have read the entry already and
+-- build one. The cleanup waits for that refresh's template lock and drops what it built; a
+-- refresh that had not read the entry yet finds it gone and builds nothing.
 CREATE OR REPLACE FUNCTION dataenv.datatables_after_delete() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF EXISTS (SELECT FROM dataenv.schema_templates t WHERE t.workspace = OLD.workspace AND t.datatable = OLD.name) THEN
+    IF dataenv.schema_template_leftovers(OLD.workspace, OLD.name) > 0 THEN
         INSERT INTO dataenv.requests (kind, args, requested_by)
         VALUES ('refresh_schema_template', jsonb_build_object('workspace', OLD.workspace, 'datatable', OLD.name), session_user);
     END IF;

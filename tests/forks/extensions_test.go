@@ -17,9 +17,10 @@ import (
 // its owner uses the extensions, and the result says the extensions belong to the admin.
 func TestForkOfAParentWithUntrustedExtensions(t *testing.T) {
 	t.Parallel()
+	reader, _ := external.CreateRole(t, "NOLOGIN") // dropped after the fixture's spares (granted things there)
 	f := newSuperuserFixture(t)
 	a := f.newUser()
-	p, reader := untrustedParent(f)
+	p := untrustedParent(f, reader)
 	ws := wsID("ext")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
 	f.grantDatabase(a, f.name, p)
@@ -105,12 +106,11 @@ func reportsMadeByAdmin(res forkFidelity, ext string) bool {
 
 // untrustedParent is a parent database whose tables use extensions only a superuser may create,
 // made by the cluster's superuser in a schema of the application role's (as a DBA installs
-// them), and a role granted things on them.
-func untrustedParent(f *fixture) (db, reader string) {
+// them), with things granted to reader.
+func untrustedParent(f *fixture, reader string) string {
 	t := f.t
 	t.Helper()
 	p := f.parentDB("ext", 3)
-	reader, _ = external.CreateRole(t, "NOLOGIN")
 	conn := external.Connect(t, p)
 	mustExec(t, conn, `
 		CREATE SCHEMA geo AUTHORIZATION `+ident(f.appRole)+`;
@@ -141,7 +141,7 @@ func untrustedParent(f *fixture) (db, reader string) {
 		CREATE VIEW far_places AS SELECT id FROM places WHERE geo.earth_distance(loc, geo.ll_to_earth(0, 0)) > 1e6;
 		RESET ROLE;`)
 	_ = conn.Close(f.ctx)
-	return p, reader
+	return p
 }
 
 // TestCrashWhileTheAdminPreparesACopy kills the sidecar (SIGKILL) once the admin has made a
@@ -152,9 +152,10 @@ func untrustedParent(f *fixture) (db, reader string) {
 func TestCrashWhileTheAdminPreparesACopy(t *testing.T) {
 	t.Parallel()
 	env := []string{"DATAENV_CRASH_AT=cluster.create_database.after_prepare", "DATAENV_CRASH_MARKER_DIR=" + t.TempDir()}
+	reader, _ := external.CreateRole(t, "NOLOGIN") // dropped after the fixture's spares (granted things there)
 	f := newSuperuserFixture(t, env...)
 	a := f.newUser()
-	p, _ := untrustedParent(f)
+	p := untrustedParent(f, reader)
 	ws, fork := wsID("ws"), wsID("fork")
 	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
 	f.grantDatabase(a, f.name, p)
@@ -174,7 +175,10 @@ func TestCrashWhileTheAdminPreparesACopy(t *testing.T) {
 		t.Fatalf("the prepared staging database is owned by %s (want the admin %s), PUBLIC may connect: %v", owner, f.adminUser, publicConnects)
 	}
 	f.sidecar = f.startSidecar(env...) // the marker keeps it from dying twice
-	f.mustSucceed(id)
+	res := f.forkResult(f.mustSucceed(id), "d")
+	if res.Fidelity.Template.Request != "" { // its build, done before the datatable is removed
+		f.mustSucceed(res.Fidelity.Template.Request)
+	}
 	copyDB := names.ForkDatabase(fork, "d")
 	if s, ps := schemaOf(t, copyDB), schemaOf(t, p); s != ps {
 		t.Fatalf("after the crash the copy's schema differs:\n%s\n---\n%s", s, ps)

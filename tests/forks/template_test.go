@@ -194,3 +194,51 @@ func TestEntryDroppedWhileItsRefreshRunsLeavesNoTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestRemovingADatatableWhileItsTemplateIsBuilt: the datatable entry is removed while a refresh
+// of its schema template has read the entry but not registered the template yet (here it waits
+// for the cluster's lifecycle lock, which the test holds). The removal still enqueues the
+// cleanup, which waits for the build and drops the template it made, and the spare: no database
+// is left for an entry that no longer exists.
+func TestRemovingADatatableWhileItsTemplateIsBuilt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.newUser()
+	db := f.parentDB("rm", 3)
+	ws := wsID("ws")
+	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, db)
+	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'd', $2, $3)`, ws, f.name, db)
+
+	holder := control.Connect(t, f.controlDB)
+	mustExec(t, holder, `SELECT pg_advisory_lock(dataenv.lock_class('lifecycle'), hashtext($1))`, f.name)
+	build := f.request(a.conn, `SELECT dataenv.refresh_schema_template($1, 'd')`, ws)
+	// It waits for the lock in its check of the parent, after it read the entry.
+	for deadline := time.Now().Add(time.Minute); queryInt(t, holder, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND classid = dataenv.lock_class('lifecycle')::oid`) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the build does not wait for the lifecycle lock")
+		}
+	}
+	mustExec(t, a.conn, `SELECT dataenv.remove_datatable($1, 'd')`, ws)
+	cleanup := f.pendingRequest(t, "refresh_schema_template", ws)
+	mustExec(t, holder, `SELECT pg_advisory_unlock(dataenv.lock_class('lifecycle'), hashtext($1))`, f.name)
+	if cleanup == build {
+		t.Fatal("removing the datatable enqueued no cleanup of the template being built")
+	}
+	f.mustSucceed(build)
+	f.mustSucceed(cleanup)
+	if n := queryInt(t, f.sql, `SELECT count(*) FROM dataenv.schema_templates WHERE workspace = $1`, ws); n != 0 {
+		t.Fatalf("%d schema templates are left for the removed datatable", n)
+	}
+	built := queryString(t, f.sql, `SELECT coalesce(result->>'database', '') || ' ' || coalesce(result->>'spare', '') FROM dataenv.requests WHERE id = $1::uuid`, build)
+	for _, d := range strings.Fields(built) {
+		if databaseExists(t, d) {
+			t.Errorf("database %s, built for the removed datatable, is left", d)
+		}
+	}
+	if strings.TrimSpace(built) == "" {
+		t.Fatalf("the build made no template: %q", built)
+	}
+}
