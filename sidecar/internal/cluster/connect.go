@@ -100,6 +100,11 @@ func (a *Admin) connect(ctx context.Context, c *Cluster, database string) (*pgx.
 	if err != nil {
 		return nil, err
 	}
+	return a.connectWith(ctx, c, cfg)
+}
+
+// connectWith opens the admin connection cfg (connConfig's, perhaps changed) to cluster c.
+func (a *Admin) connectWith(ctx context.Context, c *Cluster, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
 	nameSession(ctx, cfg)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -338,13 +338,24 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 // prepareStaging closes the staging database, still the admin's, to PUBLIC and runs prepare in
 // it. PUBLIC may have connected since CREATE DATABASE, but may create nothing that outlives its
 // session there: the database and its public schema belong to the admin, and PUBLIC has no
-// CREATE on either (PostgreSQL 15+).
+// CREATE on either (PostgreSQL 15+). The session's search_path is the server's default, not
+// the pinned one: extension scripts read it (PostGIS topology appends its schema to the
+// session's default and sets that, so a default without public hides PostGIS's types from the
+// rest of its script), and no other role can have made anything in this database to find.
 func (l *Locked) prepareStaging(ctx context.Context, staging string, prepare func(context.Context, *pgx.Conn) error) error {
-	conn, err := l.Connect(ctx, staging)
+	cfg, err := l.admin.connConfig(l.cluster, staging)
+	if err != nil {
+		return err
+	}
+	cfg.RuntimeParams["search_path"] = serverDefaultSearchPath
+	conn, err := l.admin.connectWith(ctx, l.cluster, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := l.admin.fenceOn(ctx, l.cluster, conn, l.Control()); err != nil {
+		return err
+	}
 	// A staging database of an earlier attempt that was made for its owner (the attempt did not
 	// prepare) is not prepared: what its owner may have put in it would run as the admin.
 	var mine bool
@@ -359,6 +370,9 @@ func (l *Locked) prepareStaging(ctx context.Context, staging string, prepare fun
 	}
 	return prepare(ctx, conn)
 }
+
+// serverDefaultSearchPath is PostgreSQL's default search_path.
+const serverDefaultSearchPath = `"$user", public`
 
 const stagingIsMineSQL = `SELECT datdba = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
   FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()`

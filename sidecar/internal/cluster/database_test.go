@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 	"github.com/dataenv/dataenv/sidecar/internal/lock"
@@ -328,5 +329,41 @@ func TestDatatableRoleAdoptedAfterACrashBeforeTheRecord(t *testing.T) {
 	// Another request does not adopt it.
 	if _, err, _ := f.run(cluster.KindCreateDatatableRole, map[string]any{"cluster": f.name, "role": role}); !request.IsRefused(err) {
 		t.Fatalf("second request: %v", err)
+	}
+}
+
+// TestPrepareRunsBeforeTheDatabaseIsHandedOver: CreateOptions.Prepare runs in the new database
+// while it is the admin's and closed to PUBLIC, on a session whose search_path is the server's
+// default (extension scripts read it); the database is then its owner's, marked and recorded.
+func TestPrepareRunsBeforeTheDatabaseIsHandedOver(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.setup()
+	db := f.prefix + "prepared"
+	var seen struct {
+		owner, searchPath string
+		publicConnects    bool
+	}
+	err := f.admin.WithLifecycleLock(f.ctx, f.name, nil, func(ctx context.Context, l *cluster.Locked) error {
+		_, err := l.CreateMarkedDatabase(ctx, db, cluster.CreateOptions{Request: uuid.New(), Private: true,
+			Prepare: func(ctx context.Context, conn *pgx.Conn) error {
+				return conn.QueryRow(ctx, `SELECT pg_get_userbyid(datdba), current_setting('search_path'),
+					has_database_privilege('public', datname, 'CONNECT') FROM pg_database WHERE datname = current_database()`).
+					Scan(&seen.owner, &seen.searchPath, &seen.publicConnects)
+			}})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("create with Prepare: %v", err)
+	}
+	if seen.owner != f.adminUser || seen.publicConnects || seen.searchPath != `"$user", public` {
+		t.Fatalf("Prepare saw owner %q, PUBLIC may connect %v, search_path %q; want the admin %q, false, the server's default",
+			seen.owner, seen.publicConnects, seen.searchPath, f.adminUser)
+	}
+	if owner := queryString(t, f.ext(), `SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1`, db); owner != f.appRole {
+		t.Fatalf("owner after the handover %q, want %q", owner, f.appRole)
+	}
+	if rec := queryString(t, f.sql, `SELECT count(*)::text FROM dataenv.managed_databases WHERE cluster = $1 AND name = $2`, f.name, db); rec != "1" {
+		t.Fatalf("%s records of the prepared database", rec)
 	}
 }
