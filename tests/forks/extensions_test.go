@@ -74,11 +74,20 @@ func TestForkOfAParentWithUntrustedExtensions(t *testing.T) {
 	t.Run("schema_only/dump", func(t *testing.T) { check(t, "schema_only", "dump") })
 	t.Run("schema_only/schema_template", func(t *testing.T) { check(t, "schema_only", "schema_template") })
 	t.Run("full_copy/template", func(t *testing.T) {
+		// The extensions keep their owner, the parent's superuser; its other objects are the
+		// fork's owner's.
 		waitIdle(t, external.Connect(t, "postgres"), p)
 		fork := wsID("ext")
 		r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, jsonb_build_object('app', $3::text))`, ws, fork, "full_copy"))
-		if res := f.forkResult(r, "app"); res.Method != "template" {
+		res := f.forkResult(r, "app")
+		if res.Method != "template" {
 			t.Errorf("full_copy of the idle parent made by %q, want template", res.Method)
+		}
+		db := names.ForkDatabase(fork, "app")
+		for _, d := range compareFork(parent, readCatalog(t, db), expectation{owner: f.forkRole(fork), withData: true}) {
+			if !reportedExtensionOwner(d, res) {
+				t.Error(d)
+			}
 		}
 		f.mustSucceed(f.request(a.conn, `SELECT dataenv.drop_fork($1)`, fork))
 	})
@@ -126,6 +135,9 @@ func untrustedParent(f *fixture, reader string) string {
 		GRANT SELECT ON pg_stat_statements TO `+ident(reader)+`;
 		CREATE EXTENSION postgres_fdw; -- the application role may make servers of its wrapper
 		GRANT USAGE ON FOREIGN DATA WRAPPER postgres_fdw TO `+ident(f.appRole)+`;
+		CREATE SCHEMA admin_tools;  -- objects of the superuser: the fork's owner owns them, whatever the method
+		CREATE FUNCTION admin_tools.su_fn() RETURNS int LANGUAGE sql AS 'SELECT 1';
+		CREATE TABLE public.su_table (id int);
 		ALTER DATABASE `+ident(p)+` SET search_path = public, geo; -- earthdistance's functions look for cube there
 		SET search_path = public, geo;
 		SET ROLE `+ident(f.appRole)+`;

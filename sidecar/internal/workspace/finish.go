@@ -229,14 +229,21 @@ func dropTakenRole(ctx context.Context, tx pgx.Tx, role string) error {
 // other object; schemas first (the new owner needs CREATE on an object's schema), sequences
 // owned by a table column left to their table. A partitioned table's dependency on itself does
 // not make it part of another object; a multirange type is re-owned on its own (it depends on
-// its range type, but ALTER TYPE of the range does not change it on PostgreSQL 15).
+// its range type, but ALTER TYPE of the range does not change it on PostgreSQL 15). Objects of
+// the bootstrap superuser have no pg_shdepend row: they are found in the catalogs.
 const reownSQL = `
+WITH s (classid, objid, owner) AS (
+    SELECT s.classid, s.objid, s.refobjid FROM pg_catalog.pg_shdepend s
+     WHERE s.dbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()) AND s.deptype = 'o'
+    UNION ALL
+    SELECT b.classid, b.objid, 10 FROM (` + bootstrapOwnedSQL + `) b
+     WHERE EXISTS (SELECT FROM pg_catalog.pg_roles WHERE oid = 10 AND rolname = ANY($1))
+)
 SELECT i.type, i.identity, r.rolname
-  FROM pg_catalog.pg_shdepend s
-  JOIN pg_catalog.pg_roles r ON r.oid = s.refobjid
+  FROM s
+  JOIN pg_catalog.pg_roles r ON r.oid = s.owner
  CROSS JOIN LATERAL pg_catalog.pg_identify_object(s.classid, s.objid, 0) i
- WHERE s.dbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
-   AND s.deptype = 'o' AND r.rolname = ANY($1) AND r.rolname <> $2
+ WHERE r.rolname = ANY($1) AND r.rolname <> $2
    AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.classid = s.classid AND d.objid = s.objid AND d.deptype IN ('e', 'i')
                       AND NOT (d.refclassid = d.classid AND d.refobjid = d.objid)
                       AND NOT (s.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND EXISTS (

@@ -142,7 +142,8 @@ SELECT r.rolname, r.rolsuper,
  ORDER BY 1`
 
 	// bootstrapOwnedSQL finds user objects of the bootstrap superuser (OID 10) that belong to no
-	// other object.
+	// other object (as reownSQL tells them): pg_shdepend records no owner of a pinned role, so
+	// these are looked for in the catalogs themselves.
 	bootstrapOwnedSQL = `
 SELECT o.classid, o.objid FROM (
     SELECT 'pg_catalog.pg_class'::pg_catalog.regclass AS classid, oid AS objid, relowner AS owner FROM pg_catalog.pg_class
@@ -166,7 +167,10 @@ SELECT o.classid, o.objid FROM (
     UNION ALL SELECT 'pg_catalog.pg_language'::pg_catalog.regclass, oid, lanowner FROM pg_catalog.pg_language WHERE oid >= 16384
 ) o
  WHERE o.owner = 10
-   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.classid = o.classid AND d.objid = o.objid AND d.deptype IN ('e', 'i'))`
+   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.classid = o.classid AND d.objid = o.objid AND d.deptype IN ('e', 'i')
+                      AND NOT (d.refclassid = d.classid AND d.refobjid = d.objid)
+                      AND NOT (o.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND EXISTS (
+                               SELECT FROM pg_catalog.pg_type t WHERE t.oid = o.objid AND t.typtype = 'm')))`
 
 	eventTriggersSQL = `SELECT count(*) FROM pg_catalog.pg_event_trigger WHERE evtenabled <> 'D'`
 
