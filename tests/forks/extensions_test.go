@@ -205,3 +205,71 @@ func TestCrashWhileTheAdminPreparesACopy(t *testing.T) {
 	mustExec(t, a.conn, `SELECT dataenv.remove_datatable($1, 'd')`, ws)
 	f.mustSucceed(f.pendingRequest(t, "refresh_schema_template", ws))
 }
+
+// TestForkKeepsAnExtensionsConfiguration: pg_partman (only a superuser may create it) keeps its
+// partition sets in configuration tables, whose rows a dump carries. In a full_copy by dump the
+// admin makes the extension, so the rows cannot be restored by the fork's owner: the admin
+// copies them, and partman in the fork manages the fork's partitions. A schema_only fork has none
+// (they are rows). Needs the Debian package postgresql-<major>-partman (make deps installs it).
+func TestForkKeepsAnExtensionsConfiguration(t *testing.T) {
+	t.Parallel()
+	f := newSuperuserFixture(t)
+	a := f.newUser()
+	p := f.parentDB("pm", 3)
+	conn := external.Connect(t, p)
+	mustExec(t, conn, `
+		CREATE SCHEMA partman;
+		CREATE EXTENSION pg_partman SCHEMA partman;
+		SET ROLE `+ident(f.appRole)+`;
+		CREATE TABLE public.events (id bigint NOT NULL, created_at timestamptz NOT NULL) PARTITION BY RANGE (created_at);
+		RESET ROLE;
+		SELECT partman.create_parent('public.events', 'created_at', 'native', 'daily', p_premake := 2);
+		INSERT INTO public.events SELECT g, now() FROM generate_series(1, 5) g;`)
+	ws := wsID("pm")
+	mustExec(t, a.conn, `SELECT dataenv.create_workspace($1)`, ws)
+	f.grantDatabase(a, f.name, p)
+	mustExec(t, a.conn, `SELECT dataenv.add_datatable($1, 'app', $2, $3)`, ws, f.name, p)
+	const sets = `SELECT count(*) FROM partman.part_config WHERE parent_table = 'public.events'`
+	if n := queryInt(t, conn, sets); n != 1 {
+		t.Fatalf("the parent has %d partition sets, want 1", n)
+	}
+	for _, mode := range []string{"full_copy", "schema_only"} {
+		t.Run(mode, func(t *testing.T) {
+			fork := wsID("pm")
+			r := f.mustSucceed(f.request(a.conn, `SELECT dataenv.create_fork($1, $2, jsonb_build_object('app', $3::text))`, ws, fork, mode))
+			res := f.forkResult(r, "app")
+			if res.Method != "dump" { // conn is still connected to the parent
+				t.Errorf("%s made by %q, want dump", mode, res.Method)
+			}
+			if res.Fidelity.Template.Request != "" && res.Fidelity.Template.Status == "building" {
+				f.mustSucceed(res.Fidelity.Template.Request)
+			}
+			for _, n := range res.Fidelity.NotCarried {
+				if strings.HasPrefix(n.Object, "rows of") {
+					t.Errorf("result: not carried %s (%s)", n.Object, n.Reason)
+				}
+			}
+			fc := external.Connect(t, names.ForkDatabase(fork, "app"))
+			want := map[string]int{"full_copy": 1, "schema_only": 0}[mode]
+			if n := queryInt(t, fc, sets); n != want {
+				t.Fatalf("the fork has %d partition sets, want %d", n, want)
+			}
+			if mode == "full_copy" {
+				// partman in the fork makes the fork's next partitions, as the admin would run it.
+				mustExec(t, fc, `UPDATE partman.part_config SET premake = 4 WHERE parent_table = 'public.events';
+					SELECT partman.run_maintenance('public.events')`)
+				if n := queryInt(t, fc, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'public.events'::regclass`); n <= queryInt(t, conn,
+					`SELECT count(*) FROM pg_inherits WHERE inhparent = 'public.events'::regclass`) {
+					t.Errorf("partman's maintenance made no partition in the fork (%d)", n)
+				}
+				if n := queryInt(t, fc, `SELECT count(*) FROM public.events`); n != 5 {
+					t.Errorf("the fork has %d events, want 5", n)
+				}
+			}
+			_ = fc.Close(f.ctx)
+			f.mustSucceed(f.request(a.conn, `SELECT dataenv.drop_fork($1)`, fork))
+		})
+	}
+	mustExec(t, a.conn, `SELECT dataenv.remove_datatable($1, 'app')`, ws)
+	f.mustSucceed(f.pendingRequest(t, "refresh_schema_template", ws))
+}

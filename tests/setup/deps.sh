@@ -10,6 +10,7 @@
 #     started nor enabled)
 #   - versitygw v1.8.0, the S3 server the tests run (go install, into $(go env GOPATH)/bin)
 #   - the DuckDB extensions (hook: runner/scripts/install-extensions.sh)
+#   - pg_partman for each installed PostgreSQL (postgresql-N-partman: a fork test's extension)
 #   - btrfs-progs, xfsprogs, e2fsprogs (file systems in image files: the reflink clone tests)
 #   - debootstrap, and the Debian roots the test matrix runs PostgreSQL 17 and 18 from
 #     (tests/setup/pgroots.sh: .deps/pg/N, prepared once and reused; DATAENV_PG_ROOT_VERSIONS
@@ -61,9 +62,10 @@ if [[ -n "${DATAENV_PG_ROOT_VERSIONS-17 18}" ]]; then                    # Postg
   command -v debootstrap >/dev/null || [[ -x /usr/sbin/debootstrap ]] || pkgs+=(debootstrap)
 fi
 
-if (( ${#pkgs[@]} )); then
-  command -v apt-get >/dev/null || { say "missing ${pkgs[*]} and no apt-get: install them by hand"; exit 1; }
-  say "installing Debian packages: ${pkgs[*]} (log: $LOG)"
+# install_pkgs installs Debian packages without starting their services.
+install_pkgs() {
+  command -v apt-get >/dev/null || { say "missing $* and no apt-get: install them by hand"; exit 1; }
+  say "installing Debian packages: $* (log: $LOG)"
   # Keep package scripts from starting services (the PostgreSQL "main" cluster, prometheus):
   # the tests start their own servers. A policy-rc.d that is already there is left alone.
   own_policy=0
@@ -74,14 +76,28 @@ if (( ${#pkgs[@]} )); then
   trap '[[ $own_policy -eq 1 ]] && as_root rm -f /usr/sbin/policy-rc.d' EXIT
   export DEBIAN_FRONTEND=noninteractive
   if ! as_root apt-get update -q >"$LOG" 2>&1 ||
-     ! as_root apt-get install -y -q --no-install-recommends "${pkgs[@]}" >>"$LOG" 2>&1; then
+     ! as_root apt-get install -y -q --no-install-recommends "$@" >>"$LOG" 2>&1; then
     say "apt-get failed:"; tail -n 30 "$LOG" >&2; exit 1
   fi
-  if [[ " ${pkgs[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+  if [[ " $* " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
     as_root systemctl disable --now prometheus >/dev/null 2>&1 || true
   fi
+}
+
+if (( ${#pkgs[@]} )); then
+  install_pkgs "${pkgs[@]}"
   pg_bin_ok || { say "PostgreSQL >= $PG_MIN still missing after installing ${pkgs[*]}"; exit 1; }
 fi
+
+# pg_partman for each installed PostgreSQL: tests/forks forks a parent whose extension keeps its
+# configuration in tables (TestForkKeepsAnExtensionsConfiguration).
+pkgs=()
+for d in /usr/lib/postgresql/*/bin; do
+  v="$(basename "$(dirname "$d")")"
+  [[ "$v" =~ ^[0-9]+$ ]] && (( v >= PG_MIN )) && [[ -x "$d/postgres" ]] || continue
+  [[ -e "/usr/share/postgresql/$v/extension/pg_partman.control" ]] || pkgs+=("postgresql-$v-partman")
+done
+if (( ${#pkgs[@]} )); then install_pkgs "${pkgs[@]}"; fi
 
 # initdb and postgres refuse root: as root, localpg runs them as the `postgres` system user,
 # which the postgresql package creates. Create it when the binaries came from elsewhere.

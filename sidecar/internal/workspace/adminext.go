@@ -26,11 +26,10 @@ type adminExtension struct {
 	Requires               []uint32
 	// Required: trusted, made by the admin only because an untrusted extension requires it.
 	Required bool
-	// Config are the extension's configuration tables and sequences (pg_extension_config_dump),
-	// which a dump fills as the copy's owner: they belong to the admin in the copy.
-	Config []string
-	// ConfigOIDs are Config's OIDs in the parent: their TABLE DATA and SEQUENCE SET entries.
-	ConfigOIDs []uint32
+	// Config are the extension's configuration tables and sequences (pg_extension_config_dump).
+	// They belong to the admin in the copy, so a restore as the copy's owner may not fill them:
+	// the admin copies their rows itself (copyConfigRows).
+	Config []configRelation
 	// Wrappers are the extension's foreign-data wrappers: the restore, as the copy's owner,
 	// makes the parent's servers of them, which needs USAGE (granted before the restore; the
 	// finish then sets the parent's privileges on them).
@@ -58,17 +57,17 @@ SELECT x.oid, x.extname, x.extversion, n.nspname, n.oid,
        ARRAY(SELECT d.refobjid FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_extension'::pg_catalog.regclass
                AND d.objid = x.oid AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'n'),
        bool_and(need.required),
-       ARRAY(SELECT pg_catalog.format('%I.%I', cn.nspname, c.relname) FROM pg_catalog.unnest(x.extconfig) WITH ORDINALITY u(oid, i)
-               JOIN pg_catalog.pg_class c ON c.oid = u.oid JOIN pg_catalog.pg_namespace cn ON cn.oid = c.relnamespace ORDER BY u.i),
-       ARRAY(SELECT c.oid FROM pg_catalog.unnest(x.extconfig) WITH ORDINALITY u(oid, i)
-               JOIN pg_catalog.pg_class c ON c.oid = u.oid ORDER BY u.i),
+       coalesce((SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('name', pg_catalog.format('%I.%I', cn.nspname, c.relname),
+                   'oid', c.oid::bigint, 'sequence', c.relkind = 'S', 'condition', coalesce(x.extcondition[u.i], '')) ORDER BY u.i)
+                   FROM pg_catalog.unnest(x.extconfig) WITH ORDINALITY u(oid, i)
+                   JOIN pg_catalog.pg_class c ON c.oid = u.oid JOIN pg_catalog.pg_namespace cn ON cn.oid = c.relnamespace), '[]'),
        EXISTS (SELECT FROM pg_catalog.pg_available_extension_versions v WHERE v.name = x.extname AND v.version = x.extversion),
        ARRAY(SELECT w.fdwname::text FROM pg_catalog.pg_foreign_data_wrapper w JOIN pg_catalog.pg_depend d
                  ON d.classid = 'pg_catalog.pg_foreign_data_wrapper'::pg_catalog.regclass AND d.objid = w.oid AND d.deptype = 'e'
               WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = x.oid ORDER BY 1)
   FROM need JOIN pg_catalog.pg_extension x ON x.oid = need.oid JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace
  WHERE x.oid >= 16384
- GROUP BY x.oid, x.extname, x.extversion, n.nspname, n.oid, x.extconfig`
+ GROUP BY x.oid, x.extname, x.extversion, n.nspname, n.oid, x.extconfig, x.extcondition`
 
 // readAdminExtensions reads what the admin makes in a copy before its restore: nothing unless
 // the admin is a superuser. An extension the server does not have at the parent's version stays
@@ -87,7 +86,7 @@ func (p *parentPlan) readAdminExtensions(ctx context.Context, q querier) error {
 		var e adminExtension
 		var available bool
 		if err := rows.Scan(&e.OID, &e.Name, &e.Version, &e.Schema, &e.SchemaOID, &e.MakeSchema, &e.Comment, &e.SchemaComment,
-			&e.Requires, &e.Required, &e.Config, &e.ConfigOIDs, &available, &e.Wrappers); err != nil {
+			&e.Requires, &e.Required, &e.Config, &available, &e.Wrappers); err != nil {
 			rows.Close()
 			return fmt.Errorf("extensions the admin makes: %w", err)
 		}
@@ -152,10 +151,10 @@ const (
 	catalogNamespace = 2615 // pg_catalog.pg_namespace
 )
 
-// leaveOut is what a restore of this plan leaves out: the uncreatable objects (reported), what
-// the admin made before the restore (its extensions and their schemas: carried), and the rows
-// of those extensions' configuration tables, if the dump has them (reported: the tables belong
-// to the admin, and a restore as the copy's owner may not write them).
+// leaveOut is what a restore of this plan leaves out: the uncreatable objects (reported), and
+// what the admin made before the restore (its extensions and their schemas) or copies after it
+// (the rows of those extensions' configuration tables, which belong to the admin: a restore as
+// the copy's owner may not write them), all carried.
 func (p *parentPlan) leaveOut() []uncreatable {
 	out := slices.Clone(p.Uncreatable)
 	for _, e := range p.AdminExtensions {
@@ -163,10 +162,8 @@ func (p *parentPlan) leaveOut() []uncreatable {
 		if e.MakeSchema {
 			out = append(out, uncreatable{Catalog: catalogNamespace, OID: e.SchemaOID, carried: true})
 		}
-		for i, oid := range e.ConfigOIDs {
-			out = append(out, uncreatable{OID: oid, rows: true, notCarried: notCarried{Object: "rows of " + e.Config[i],
-				Reason: fmt.Sprintf("a configuration table of extension %s, which the cluster's admin made: "+
-					"it belongs to the admin, and the restore, run as the copy's owner, may not write it", e.Name)}})
+		for _, c := range e.Config {
+			out = append(out, uncreatable{OID: c.OID, rows: true, carried: true})
 		}
 	}
 	return out

@@ -247,6 +247,11 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 		}
 		left = append(append(left, out...), plan.adminMade()...)
 		phases.mark("restore")
+		if it.Mode == ModeFullCopy {
+			if err := s.copyAdminConfigRows(ctx, it, plan, job.conn); err != nil {
+				return nil, err
+			}
+		}
 	}
 	fj := finishJob{plan: plan, cluster: it.Cluster, database: it.Database, owner: job.owner, mode: it.Mode,
 		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly, phases: phases, conn: job.conn}
