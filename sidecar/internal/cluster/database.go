@@ -74,8 +74,9 @@ type CreateOptions struct {
 	// renames it. What Prepare runs with the admin's rights (an extension's script) thus never
 	// meets an object the owner could have put in its way. A re-run after an interruption finds
 	// the staging database still the admin's and prepares it again: Prepare must be idempotent.
-	// The admin must be a superuser (giving a database away needs no membership then).
-	Prepare func(ctx context.Context, conn *pgx.Conn) error
+	// The admin must be a superuser (giving a database away needs no membership then). l is the
+	// lifecycle lock's holder, for other connections Prepare needs.
+	Prepare func(ctx context.Context, l *Locked, conn *pgx.Conn) error
 }
 
 // Locale is a database's encoding and locale, as pg_database has them.
@@ -342,7 +343,7 @@ func (l *Locked) createStagedAndRename(ctx context.Context, conn *pgx.Conn, name
 // the pinned one: extension scripts read it (PostGIS topology appends its schema to the
 // session's default and sets that, so a default without public hides PostGIS's types from the
 // rest of its script), and no other role can have made anything in this database to find.
-func (l *Locked) prepareStaging(ctx context.Context, staging string, prepare func(context.Context, *pgx.Conn) error) error {
+func (l *Locked) prepareStaging(ctx context.Context, staging string, prepare func(context.Context, *Locked, *pgx.Conn) error) error {
 	cfg, err := l.admin.connConfig(l.cluster, staging)
 	if err != nil {
 		return err
@@ -368,7 +369,7 @@ func (l *Locked) prepareStaging(ctx context.Context, staging string, prepare fun
 	if _, err := conn.Exec(ctx, "REVOKE ALL ON DATABASE "+ident(staging)+" FROM PUBLIC"); err != nil {
 		return fmt.Errorf("close to PUBLIC: %w", err)
 	}
-	return prepare(ctx, conn)
+	return prepare(ctx, l, conn)
 }
 
 // serverDefaultSearchPath is PostgreSQL's default search_path.

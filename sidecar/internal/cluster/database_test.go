@@ -346,7 +346,7 @@ func TestPrepareRunsBeforeTheDatabaseIsHandedOver(t *testing.T) {
 	}
 	err := f.admin.WithLifecycleLock(f.ctx, f.name, nil, func(ctx context.Context, l *cluster.Locked) error {
 		_, err := l.CreateMarkedDatabase(ctx, db, cluster.CreateOptions{Request: uuid.New(), Private: true,
-			Prepare: func(ctx context.Context, conn *pgx.Conn) error {
+			Prepare: func(ctx context.Context, _ *cluster.Locked, conn *pgx.Conn) error {
 				return conn.QueryRow(ctx, `SELECT pg_get_userbyid(datdba), current_setting('search_path'),
 					has_database_privilege('public', datname, 'CONNECT') FROM pg_database WHERE datname = current_database()`).
 					Scan(&seen.owner, &seen.searchPath, &seen.publicConnects)

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dataenv/dataenv/sidecar/internal/cluster"
 )
 
 // adminExtension is an extension of the parent that a restore by the copy's owner cannot make
@@ -187,21 +189,36 @@ func (p *parentPlan) adminMade() []notCarried {
 // extensions the admin makes (nil if none): in the new database, still the admin's, it makes
 // their schemas, then the extensions at the parent's versions with the parent's comments, lets
 // owner use their foreign-data wrappers (the finish then sets the parent's privileges on them),
-// and gives the schemas to owner, in one transaction. Every statement is idempotent: an
-// interrupted attempt's database is prepared again.
-func (p *parentPlan) prepareFor(owner string) func(context.Context, *pgx.Conn) error {
+// gives the schemas to owner and, for a copy with rows (withRows), copies the rows of their
+// configuration tables from the parent: all in one transaction, before anyone but the admin may
+// change the database, so that none of the extensions' code the admin runs meets anything
+// another role made. A database prepared by an interrupted attempt (its first extension
+// exists: the transaction committed) is left as it is.
+func (p *parentPlan) prepareFor(owner string, withRows bool) func(context.Context, *cluster.Locked, *pgx.Conn) error {
 	if len(p.AdminExtensions) == 0 {
 		return nil
 	}
-	exts := p.AdminExtensions
-	return func(ctx context.Context, conn *pgx.Conn) error {
+	exts, parent := p.AdminExtensions, p.Database
+	return func(ctx context.Context, l *cluster.Locked, conn *pgx.Conn) error {
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var done bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = $1)`, exts[0].Name).Scan(&done); err != nil || done {
+				return err
+			}
 			for _, stmt := range adminExtensionStatements(exts, owner) {
 				if _, err := tx.Exec(ctx, stmt); err != nil {
 					return fmt.Errorf("%s: %w", stmt, err)
 				}
 			}
-			return nil
+			if !withRows || !slices.ContainsFunc(exts, func(e adminExtension) bool { return len(e.Config) > 0 }) {
+				return nil
+			}
+			src, err := l.Connect(ctx, parent)
+			if err != nil {
+				return err
+			}
+			defer src.Close(context.WithoutCancel(ctx))
+			return copyConfigRows(ctx, src, conn, exts)
 		})
 	}
 }

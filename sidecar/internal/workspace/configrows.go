@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -24,9 +23,9 @@ type configRelation struct {
 // copyConfigRows copies, as the admin, the rows of the configuration tables (and the positions
 // of the configuration sequences) of the extensions the admin made in a full copy by dump, from
 // the parent (src) into the copy (dst), as pg_dump would have: the restore, run as the copy's
-// owner, may not write them. Only the extensions' code runs meanwhile: in the copy these tables
-// belong to the admin (no other role can have added a trigger, a rule or a policy there), and
-// their conditions were written by the extensions' scripts.
+// owner, may not write them. It runs while the copy is still the admin's (prepareFor): only the
+// extensions' code runs, on tables of the admin's, and their conditions were written by the
+// extensions' scripts.
 func copyConfigRows(ctx context.Context, src, dst *pgx.Conn, exts []adminExtension) error {
 	for _, e := range exts {
 		for _, c := range e.Config {
@@ -42,20 +41,6 @@ func copyConfigRows(ctx context.Context, src, dst *pgx.Conn, exts []adminExtensi
 		}
 	}
 	return nil
-}
-
-// copyAdminConfigRows is copyConfigRows from the parent of it into dst, the admin's session to
-// its copy, when the plan has such rows.
-func (s *Service) copyAdminConfigRows(ctx context.Context, it *planItem, plan *parentPlan, dst *pgx.Conn) error {
-	if !slices.ContainsFunc(plan.AdminExtensions, func(e adminExtension) bool { return len(e.Config) > 0 }) {
-		return nil
-	}
-	src, err := s.cfg.Clusters.Connect(ctx, it.Cluster, it.ParentDatabase)
-	if err != nil {
-		return err
-	}
-	defer src.Close(context.WithoutCancel(ctx))
-	return copyConfigRows(ctx, src, dst, plan.AdminExtensions)
 }
 
 // copyTableRows streams the parent's rows of c into the copy's table (binary COPY: the table is

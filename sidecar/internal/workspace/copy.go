@@ -247,11 +247,6 @@ func (s *Service) loadAndFinish(ctx context.Context, rep request.Reporter, step 
 		}
 		left = append(append(left, out...), plan.adminMade()...)
 		phases.mark("restore")
-		if it.Mode == ModeFullCopy {
-			if err := s.copyAdminConfigRows(ctx, it, plan, job.conn); err != nil {
-				return nil, err
-			}
-		}
 	}
 	fj := finishJob{plan: plan, cluster: it.Cluster, database: it.Database, owner: job.owner, mode: it.Mode,
 		databaseLevel: true, sequences: it.Mode == ModeSchemaOnly, phases: phases, conn: job.conn}
@@ -396,7 +391,7 @@ func (s *Service) createDatabase(ctx context.Context, l *cluster.Locked, c Copy,
 	if err != nil {
 		return request.Refusef("copy %s of cluster %q: %v", c.ParentDatabase, c.Cluster, err)
 	}
-	opts.Locale, opts.Prepare = &plan.Locale, plan.prepareFor(job.owner)
+	opts.Locale, opts.Prepare = &plan.Locale, plan.prepareFor(job.owner, c.Mode == ModeFullCopy)
 	if err := startLoad(ctx, l, c, plan, job, tools); err != nil {
 		return err
 	}

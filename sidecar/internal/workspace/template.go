@@ -278,7 +278,7 @@ func (s *Service) buildTemplate(ctx context.Context, rep request.Reporter, t *sc
 			return retryable(fmt.Errorf("register schema template %q: %w", t.Database, err))
 		}
 		if _, err := l.CreateMarkedDatabase(ctx, t.Database, cluster.CreateOptions{Request: t.Request, ForWorkspace: t.Workspace,
-			Owner: t.Owner, Locale: &plan.Locale, Private: true, Prepare: plan.prepareFor(t.Owner)}); err != nil {
+			Owner: t.Owner, Locale: &plan.Locale, Private: true, Prepare: plan.prepareFor(t.Owner, false)}); err != nil {
 			return err
 		}
 		owner, err := templateOwnerOf(ctx, l)
