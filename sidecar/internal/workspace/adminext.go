@@ -38,15 +38,12 @@ type adminExtension struct {
 	Wrappers []string
 }
 
-// adminExtensionsSQL: the extensions only a superuser may create (the same test as
-// uncreatableSQL's) whose version the server has, with every extension they require, in any
+// adminExtensionsSQL: the extensions only a superuser may create (untrustedExtensionSQL) whose version the server has, with every extension they require, in any
 // order (adminExtensionOrder sorts them). Extensions of template0 (OID below 16384) exist in
 // every new database and are left out.
 const adminExtensionsSQL = `
 WITH RECURSIVE need AS (
-    SELECT x.oid, false AS required FROM pg_catalog.pg_extension x
-     WHERE x.oid >= 16384 AND NOT EXISTS (SELECT FROM pg_catalog.pg_available_extension_versions v
-                                          WHERE v.name = x.extname AND v.version = x.extversion AND v.trusted)
+    SELECT x.oid, false AS required FROM pg_catalog.pg_extension x WHERE ` + untrustedExtensionSQL + `
     UNION
     SELECT d.refobjid, true FROM need JOIN pg_catalog.pg_depend d
         ON d.classid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.objid = need.oid

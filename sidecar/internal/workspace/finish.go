@@ -227,10 +227,9 @@ func dropTakenRole(ctx context.Context, tx pgx.Tx, role string) error {
 
 // reownSQL lists the objects of the copy owned by roles $1 (other than $2) that belong to no
 // other object; schemas first (the new owner needs CREATE on an object's schema), sequences
-// owned by a table column left to their table. A partitioned table's dependency on itself does
-// not make it part of another object; a multirange type is re-owned on its own (it depends on
-// its range type, but ALTER TYPE of the range does not change it on PostgreSQL 15). Objects of
-// the bootstrap superuser have no pg_shdepend row: they are found in the catalogs.
+// owned by a table column left to their table; independentSQL tells what belongs to another
+// object. Objects of the bootstrap superuser have no pg_shdepend row: they are found in the
+// catalogs.
 const reownSQL = `
 WITH s (classid, objid, owner) AS (
     SELECT s.classid, s.objid, s.refobjid FROM pg_catalog.pg_shdepend s
@@ -240,17 +239,13 @@ WITH s (classid, objid, owner) AS (
      WHERE EXISTS (SELECT FROM pg_catalog.pg_roles WHERE oid = 10 AND rolname = ANY($1))
 )
 SELECT i.type, i.identity, r.rolname
-  FROM s
-  JOIN pg_catalog.pg_roles r ON r.oid = s.owner
- CROSS JOIN LATERAL pg_catalog.pg_identify_object(s.classid, s.objid, 0) i
- WHERE r.rolname = ANY($1) AND r.rolname <> $2
-   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.classid = s.classid AND d.objid = s.objid AND d.deptype IN ('e', 'i')
-                      AND NOT (d.refclassid = d.classid AND d.refobjid = d.objid)
-                      AND NOT (s.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND EXISTS (
-                               SELECT FROM pg_catalog.pg_type t WHERE t.oid = s.objid AND t.typtype = 'm')))
-   AND NOT (s.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND EXISTS (
+  FROM s o
+  JOIN pg_catalog.pg_roles r ON r.oid = o.owner
+ CROSS JOIN LATERAL pg_catalog.pg_identify_object(o.classid, o.objid, 0) i
+ WHERE r.rolname = ANY($1) AND r.rolname <> $2 AND ` + independentSQL + `
+   AND NOT (o.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND EXISTS (
             SELECT FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_class c ON c.oid = d.objid
-             WHERE d.classid = s.classid AND d.objid = s.objid AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
+             WHERE d.classid = o.classid AND d.objid = o.objid AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
                AND d.refobjsubid > 0 AND d.deptype = 'a' AND c.relkind = 'S'))
  ORDER BY i.type <> 'schema', i.type, i.identity`
 

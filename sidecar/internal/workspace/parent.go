@@ -166,11 +166,21 @@ SELECT o.classid, o.objid FROM (
     UNION ALL SELECT 'pg_catalog.pg_foreign_server'::pg_catalog.regclass, oid, srvowner FROM pg_catalog.pg_foreign_server WHERE oid >= 16384
     UNION ALL SELECT 'pg_catalog.pg_language'::pg_catalog.regclass, oid, lanowner FROM pg_catalog.pg_language WHERE oid >= 16384
 ) o
- WHERE o.owner = 10
-   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.classid = o.classid AND d.objid = o.objid AND d.deptype IN ('e', 'i')
+ WHERE o.owner = 10 AND ` + independentSQL
+
+	// independentSQL: object o (o.classid, o.objid) belongs to no other object, neither as an
+	// extension's member nor as a part (pg_depend deptype e or i). A partitioned table's
+	// dependency on itself does not count, nor does a multirange type's on its range type (ALTER
+	// TYPE of the range does not change the multirange's owner on PostgreSQL 15).
+	independentSQL = `NOT EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.classid = o.classid AND d.objid = o.objid AND d.deptype IN ('e', 'i')
                       AND NOT (d.refclassid = d.classid AND d.refobjid = d.objid)
                       AND NOT (o.classid = 'pg_catalog.pg_type'::pg_catalog.regclass AND EXISTS (
                                SELECT FROM pg_catalog.pg_type t WHERE t.oid = o.objid AND t.typtype = 'm')))`
+
+	// untrustedExtensionSQL: extension x, not one of template0's, is not trusted at its version
+	// on this server: only a superuser may create it.
+	untrustedExtensionSQL = `x.oid >= 16384 AND NOT EXISTS (SELECT FROM pg_catalog.pg_available_extension_versions v
+                                      WHERE v.name = x.extname AND v.version = x.extversion AND v.trusted)`
 
 	eventTriggersSQL = `SELECT count(*) FROM pg_catalog.pg_event_trigger WHERE evtenabled <> 'D'`
 
@@ -236,8 +246,7 @@ UNION ALL
 SELECT 'pg_catalog.pg_extension'::pg_catalog.regclass::oid, x.oid, 'extension ' || pg_catalog.quote_ident(x.extname),
        'not a trusted extension (or not installed on the server): only a superuser may create it'
   FROM pg_catalog.pg_extension x
- WHERE x.oid >= 16384 AND NOT EXISTS (SELECT FROM pg_catalog.pg_available_extension_versions v
-                                      WHERE v.name = x.extname AND v.version = x.extversion AND v.trusted)
+ WHERE ` + untrustedExtensionSQL + `
 UNION ALL
 SELECT 'pg_catalog.pg_foreign_data_wrapper'::pg_catalog.regclass::oid, w.oid, 'foreign-data wrapper ' || pg_catalog.quote_ident(w.fdwname),
        'only a superuser may create a foreign-data wrapper'
